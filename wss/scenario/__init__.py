@@ -1,0 +1,29 @@
+"""Scenario: the validated, frozen description of one simulation."""
+
+from .hardware import HardwareConfig, InputsConfig, MemoryXConfig, SwarmXConfig, WaferConfig
+from .loader import apply_overrides, load_scenario, parse_override
+from .scenario import Scenario
+from .training import PRECISION_BYTES, NumericsConfig, SimulationConfig, TrainingConfig
+from .workload import DenseLayer, EmbeddingLayer, ModelConfig, OutputHead, TransformerBlock, WorkloadConfig
+
+__all__ = [
+    "Scenario",
+    "load_scenario",
+    "apply_overrides",
+    "parse_override",
+    "HardwareConfig",
+    "WaferConfig",
+    "MemoryXConfig",
+    "SwarmXConfig",
+    "InputsConfig",
+    "WorkloadConfig",
+    "ModelConfig",
+    "DenseLayer",
+    "EmbeddingLayer",
+    "TransformerBlock",
+    "OutputHead",
+    "TrainingConfig",
+    "SimulationConfig",
+    "NumericsConfig",
+    "PRECISION_BYTES",
+]

@@ -1,0 +1,239 @@
+"""Turn a YAML file or a dict into a validated :class:`Scenario`.
+
+Steps, in order:
+
+1. read the YAML (keeping line numbers for error messages);
+2. apply ``--set dotted.key=value`` overrides to the raw mapping;
+3. resolve presets: ``hardware.preset`` names a cluster under
+   ``configs/hardware``; ``hardware.wafer.preset`` (and ``memoryx``,
+   ``swarmx``) name part presets; ``workload.model`` may be a model preset
+   name.  Fields given beside a preset override the preset's;
+4. validate with the frozen pydantic models;
+5. check what the models alone cannot (cross-field consistency).
+
+Every problem becomes a :class:`~wss.errors.ScenarioError` naming the file,
+the dotted field path and, where YAML gives it, the line.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import FieldProblem, ScenarioError
+from ..presets import PresetNotFound, load_model_preset, load_part_preset
+from .scenario import Scenario
+from .yaml_io import line_map, safe_load_text
+
+__all__ = ["load_scenario", "apply_overrides", "parse_override"]
+
+_PART_KINDS = ("wafer", "memoryx", "swarmx")
+
+
+def load_scenario(
+    source: str | Path | Mapping[str, Any] | Scenario,
+    overrides: Sequence[str] | Mapping[str, Any] | None = None,
+) -> Scenario:
+    """Load and validate a scenario.
+
+    Parameters
+    ----------
+    source
+        Path to a YAML file, a mapping with the same structure, or an existing
+        Scenario (returned unchanged unless overrides are given).
+    overrides
+        ``["hardware.wafers=16", ...]`` strings as on the command line, or a
+        mapping ``{"hardware.wafers": 16}``.  Applied before presets resolve,
+        so an override of a preset field wins over the preset.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the file, the field path and line, and what is wrong.
+    """
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(source, Scenario):
+        if not overrides:
+            return source
+        label, raw = f"<scenario {source.name}>", source.model_dump(mode="json")
+    elif isinstance(source, Mapping):
+        label, raw = "<dict>", copy.deepcopy(dict(source))
+    else:
+        path = Path(source)
+        label = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ScenarioError(label, [FieldProblem("", "no such file")]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScenarioError(label, [FieldProblem("", f"cannot read: {exc}")]) from None
+        raw = safe_load_text(text, label)
+        lines = line_map(text)
+    if not isinstance(raw, dict):
+        raise ScenarioError(label, [FieldProblem("", f"a scenario is a mapping, got {type(raw).__name__}")])
+
+    if overrides:
+        pairs = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o, label) for o in overrides)
+        raw = apply_overrides(raw, pairs, label)
+
+    raw = _resolve_presets(raw, label, lines)
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(label, _problems_from(exc, lines)) from None
+    problems = _cross_checks(scenario)
+    if problems:
+        raise ScenarioError(label, [_with_line(p, lines) for p in problems])
+    return scenario
+
+
+def parse_override(text: str, label: str = "--set") -> tuple[str, Any]:
+    """Split ``dotted.key=value``; the value is read as a YAML scalar or flow collection."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(label, [FieldProblem(text, "an override must look like dotted.key=value")])
+    return key.strip(), safe_load_text(value, f"{label} (--set {key.strip()})")
+
+
+def apply_overrides(raw: dict[str, Any], pairs: Any, label: str = "<overrides>") -> dict[str, Any]:
+    """Set each dotted key in a deep copy of ``raw``; list items are addressed by index."""
+    out = copy.deepcopy(raw)
+    for key, value in pairs:
+        parts = key.split(".")
+        node: Any = out
+        for depth, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: depth + 1])
+            if isinstance(node, list):
+                node = node[_index(part, len(node), where, label)]
+                continue
+            if not isinstance(node, dict):
+                raise ScenarioError(label, [FieldProblem(key, f"{'.'.join(parts[:depth])} is not a mapping")])
+            child = node.get(part)
+            if child is None or isinstance(child, str) and part == "model":
+                # A preset name (e.g. workload.model: gpt3-1.3b) becomes a mapping when a sub-field is set.
+                child = {} if child is None else {"preset": child}
+                node[part] = child
+            node = child
+        last = parts[-1]
+        if isinstance(node, list):
+            node[_index(last, len(node), key, label)] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ScenarioError(label, [FieldProblem(key, "cannot set a field inside a scalar")])
+    return out
+
+
+def _index(part: str, n: int, where: str, label: str) -> int:
+    try:
+        i = int(part)
+    except ValueError:
+        raise ScenarioError(label, [FieldProblem(where, f"expected a list index, got {part!r}")]) from None
+    if not -n <= i < n:
+        raise ScenarioError(label, [FieldProblem(where, f"index {i} out of range (list has {n} items)")])
+    return i
+
+
+def _deep_merge(base: Any, over: Any) -> Any:
+    """Merge ``over`` onto ``base``: mappings merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    hw = raw.get("hardware")
+    if isinstance(hw, str):
+        hw = {"preset": hw}
+    if isinstance(hw, dict):
+        name = hw.get("preset")
+        if name is not None:
+            base = _preset("hardware", name, ("hardware", "preset"), label, lines)
+            hw = _deep_merge(base, hw)
+        for kind in _PART_KINDS:
+            part = hw.get(kind)
+            if isinstance(part, str):
+                part = {"preset": part}
+            if isinstance(part, dict) and "preset" in part:
+                part = dict(part)
+                pname = part.pop("preset")
+                base = _preset(kind, pname, ("hardware", kind, "preset"), label, lines)
+                base.setdefault("name", pname)
+                hw[kind] = _deep_merge(base, part)
+        raw["hardware"] = hw
+
+    wl = raw.get("workload")
+    if isinstance(wl, dict):
+        model = wl.get("model")
+        if isinstance(model, str):
+            model = {"preset": model}
+        if isinstance(model, dict) and "preset" in model:
+            model = dict(model)
+            mname = model.pop("preset")
+            try:
+                base = load_model_preset(str(mname))
+            except PresetNotFound as exc:
+                raise ScenarioError(label, [_with_line(FieldProblem("workload.model", str(exc)), lines)]) from None
+            model = _deep_merge(base, model)
+        wl = dict(wl)
+        if model is not None:
+            wl["model"] = model
+        raw["workload"] = wl
+    return raw
+
+
+def _preset(kind: str, name: Any, path: tuple[str, ...], label: str, lines: dict) -> dict[str, Any]:
+    try:
+        return load_part_preset(kind, str(name))
+    except PresetNotFound as exc:
+        raise ScenarioError(label, [_with_line(FieldProblem(".".join(path), str(exc)), lines)]) from None
+
+
+def _with_line(problem: FieldProblem, lines: dict[tuple[str, ...], int]) -> FieldProblem:
+    parts = tuple(problem.path.split(".")) if problem.path else ()
+    while parts and parts not in lines:
+        parts = parts[:-1]
+    line = lines.get(parts) if parts else None
+    return FieldProblem(problem.path, problem.message, line)
+
+
+def _problems_from(exc: ValidationError, lines: dict) -> list[FieldProblem]:
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"]]
+        # Drop discriminator tags pydantic inserts into the path (e.g. 'dense' in layers.0.dense.in_features).
+        loc = [p for p in loc if p not in {"dense", "embedding", "transformer_block", "output_head"}]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "required field is missing"
+        if "input" in err and err["type"] not in {"missing", "extra_forbidden"} and not isinstance(err["input"], (dict, list)):
+            msg = f"{msg} (got {err['input']!r})"
+        problems.append(_with_line(FieldProblem(".".join(loc), msg), lines))
+    return problems
+
+
+def _cross_checks(s: Scenario) -> list[FieldProblem]:
+    problems = []
+    model = s.workload.model
+    if model.input == "tokens" and s.training.seq_len is None and model.seq_len is None:
+        problems.append(FieldProblem("training.seq_len", "required for a token model without a default seq_len"))
+    if s.training.global_batch < s.hardware.wafers:
+        problems.append(
+            FieldProblem(
+                "training.global_batch",
+                f"{s.training.global_batch} samples cannot feed {s.hardware.wafers} wafers (hardware.wafers)",
+            )
+        )
+    if s.numerics.enabled and any(layer.kind != "dense" for layer in model.layers):
+        problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
+    return problems
