@@ -106,7 +106,7 @@ class SwarmXConfig(Frozen):
     def nodes_per_level(self, wafers: int) -> list[int]:
         """Nodes at each level, root first: level l has ceil(N / f^(D-l+1)) nodes."""
         depth = self.levels(wafers)
-        return [max(1, math.ceil(wafers / self.fan_out ** (depth - l))) for l in range(1, depth + 1)]
+        return [max(1, math.ceil(wafers / self.fan_out ** (depth - level + 1))) for level in range(1, depth + 1)]
 
 
 class InputsConfig(Frozen):

@@ -1,0 +1,110 @@
+"""The ``wss`` command: the only place that parses argv, prints, and writes files.
+
+Exit codes: 0 success; 2 bad input (a scenario that cannot be read, does not
+validate, or does not fit the machine) with one clear message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import ScenarioError, WssError
+from .presets import list_presets, load_model_preset
+from .results import atomic_write_text
+from .scenario import load_scenario
+from .summary import format_plan, format_result
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="wss", description="Simulate wafer-scale weight-streaming training clusters.")
+    ap.add_argument("--version", action="version", version=f"wss {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sim = sub.add_parser("simulate", help="run a scenario and print a summary; writes result.json")
+    sim.add_argument("scenario", type=Path, help="scenario YAML file")
+    sim.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a field, e.g. --set hardware.wafers=16 (repeatable)")
+    sim.add_argument("-o", "--out", type=Path, default=None, metavar="OUTDIR",
+                     help="folder for result.json (default: out/<scenario name>)")
+    sim.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    val = sub.add_parser("validate", help="check a scenario (schema, capacities, SRAM) without running it")
+    val.add_argument("scenario", type=Path)
+    val.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    sub.add_parser("presets", help="list the shipped hardware and model presets")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            return _simulate(args)
+        if args.command == "validate":
+            return _validate(args)
+        if args.command == "presets":
+            return _presets()
+    except WssError as exc:
+        print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _relabel(exc: WssError, path: Path | None) -> str:
+    """Name the scenario file in errors raised after loading (capacity checks)."""
+    if isinstance(exc, ScenarioError) and path is not None and exc.source.startswith("<"):
+        return str(type(exc)(str(path), exc.problems))
+    return str(exc)
+
+
+def _simulate(args) -> int:
+    from .simulate import simulate
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    result = simulate(scenario)
+    out = args.out if args.out is not None else Path("out") / _safe_name(scenario.name)
+    path = atomic_write_text(out / "result.json", result.to_json())
+    if not args.quiet:
+        print(format_result(result))
+        print(f"  wrote        {path}")
+    return 0
+
+
+def _validate(args) -> int:
+    from .plan import make_plan
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    plan = make_plan(scenario)
+    print(f"ok: {args.scenario}")
+    print(format_plan(plan))
+    return 0
+
+
+def _presets() -> int:
+    presets = list_presets()
+    for kind in ("hardware", "wafer", "memoryx", "swarmx"):
+        print(f"{kind}: {', '.join(presets[kind])}")
+    print("model:")
+    for name in presets["model"]:
+        spec = load_model_preset(name)
+        print(f"  {name:<22} {spec.get('source', '')}")
+    return 0
+
+
+def _safe_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "scenario"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

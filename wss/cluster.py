@@ -1,0 +1,94 @@
+"""Build the cluster from a plan, wire its parts, run SimPy, and collect what happened.
+
+This is the one place that knows the topology::
+
+    input workers --------------------------------------------+
+                                                              v
+    MemoryX.stream -> swarmx.down.l1 -> ... -> swarmx.down.lD -> wafer
+    MemoryX.receive <- memoryx.net.in <- swarmx.up.l1 <- ... <- swarmx.up.lD <- wafer
+         |
+         +-> optimizer coprocessor -> update-done events -> MemoryX.stream (next step)
+
+Each part is a class owning its SimPy resources and processes
+(``wss/components``); nothing starts until :func:`run_cluster` starts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from .components.inputs import InputWorkers
+from .components.links import Link
+from .components.memoryx import MemoryX
+from .components.optimizer import OptimizerCoprocessor
+from .components.swarmx import SwarmX
+from .components.wafer import Wafer
+from .plan import Plan
+from .program import Pass, build_program
+
+__all__ = ["Cluster", "run_cluster"]
+
+
+@dataclass
+class Cluster:
+    """The wired parts of one simulation, after it ran."""
+
+    env: simpy.Environment
+    plan: Plan
+    program: list[Pass]
+    memoryx: MemoryX
+    optimizer: OptimizerCoprocessor
+    swarmx: SwarmX
+    memoryx_in: Link
+    wafer: Wafer
+    inputs: InputWorkers
+    flash_channel: simpy.Resource
+    events: int = 0
+
+
+def run_cluster(plan: Plan) -> Cluster:
+    """Simulate every step of the plan; return the parts with their measurements."""
+    s = plan.scenario
+    hw = s.hardware
+    cap = s.simulation.buffer_chunks
+    env = simpy.Environment()
+    program = build_program(plan)
+
+    flash_channel = simpy.Resource(env, capacity=1)
+    optimizer = OptimizerCoprocessor(env, hw.memoryx, plan.optimizer, len(plan.micro_batches) > 1, flash_channel)
+    memoryx = MemoryX(env, plan, program, optimizer, flash_channel, hw.swarmx.hop_latency_s)
+    swarmx = SwarmX(env, hw, cap)
+    memoryx_in = Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
+                      hw.swarmx.hop_latency_s, cap)
+    inputs = InputWorkers(env, plan)
+    wafer = Wafer(env, plan, program, cap, inputs.ready, inputs.mb_started)
+
+    memoryx.connect(swarmx.down[0].inbox)
+    swarmx.down[-1].connect(wafer.intake)
+    wafer.connect(swarmx.up[0].inbox)
+    swarmx.up[-1].connect(memoryx_in.inbox)
+    memoryx_in.connect(memoryx.grad_inbox)
+
+    for proc in (memoryx.stream(), memoryx.receive(), optimizer.run(), memoryx_in.run(), inputs.run(), *swarmx.processes()):
+        env.process(proc)
+    if plan.staging_bytes:
+        env.process(memoryx.prefetch())
+    done = env.process(wafer.run())
+    env.run(until=done)
+    # Let the last gradients drain and the last updates finish.
+    last_step = s.training.steps - 1
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels]
+    env.run(until=env.all_of(finals))
+    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
+    cluster.events = _event_count(env)
+    return cluster
+
+
+def _event_count(env: simpy.Environment) -> int:
+    """Events scheduled so far (SimPy numbers every scheduled event)."""
+    counter = getattr(env, "_eid", None)
+    if counter is None:
+        return 0
+    return next(counter)

@@ -1,0 +1,87 @@
+"""Links: store-and-forward hops with bounded buffers.
+
+A :class:`Link` takes chunks from its inbox, serialises each at the link's
+bandwidth, and hands it to the next stage's inbox stamped to arrive one hop
+latency later.  Serialisation occupies the link; flight latency does not, so
+chunks pipeline through a chain of links.  Inboxes hold a bounded number of
+chunks (credit flow control): a full inbox blocks the sender, which is how
+back-pressure reaches MemoryX.
+
+A chain of ``L`` equal links carrying ``n`` chunks of ``c`` bytes at
+bandwidth ``B`` and latency ``h`` finishes at ``L (h + c/B) + (n - 1) c/B``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+__all__ = ["Chunk", "Link"]
+
+
+@dataclass(eq=False)
+class Chunk:
+    """A piece of one kernel pass in flight (weights down or gradients up)."""
+
+    pass_index: int
+    seq: int
+    n_chunks: int
+    bytes: float
+    cycles: float = 0.0
+    cause: str = "stream"
+    cause_wait_s: float = 0.0
+    queued_s: float = 0.0
+    ready_at: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def last(self) -> bool:
+        return self.seq == self.n_chunks - 1
+
+
+class Link:
+    """One direction of one link class, folded over identical parallel links.
+
+    Parameters
+    ----------
+    name
+        Dotted scope name, e.g. ``swarmx.down.l2``.
+    bandwidth_Bps
+        Serialisation rate of one link, bytes/s.
+    latency_s
+        Flight time added after serialisation.
+    capacity
+        Chunks the inbox can hold.
+    """
+
+    def __init__(self, env: simpy.Environment, name: str, bandwidth_Bps: float, latency_s: float, capacity: int):
+        self.env = env
+        self.name = name
+        self.bandwidth_Bps = bandwidth_Bps
+        self.latency_s = latency_s
+        self.inbox = simpy.Store(env, capacity=capacity)
+        self.out: simpy.Store | None = None
+        self.busy_s = 0.0
+        self.bytes = 0.0
+        self.chunks = 0
+
+    def connect(self, out: simpy.Store) -> None:
+        """Wire the store this link delivers into."""
+        self.out = out
+
+    def run(self):
+        """Process: forward chunks for ever."""
+        env, out = self.env, self.out
+        assert out is not None, f"{self.name} is not connected"
+        while True:
+            chunk = yield self.inbox.get()
+            if chunk.ready_at > env.now:
+                yield env.timeout(chunk.ready_at - env.now)
+            dt = chunk.bytes / self.bandwidth_Bps
+            yield env.timeout(dt)
+            self.busy_s += dt
+            self.bytes += chunk.bytes
+            self.chunks += 1
+            chunk.ready_at = env.now + self.latency_s
+            yield out.put(chunk)

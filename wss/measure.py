@@ -1,0 +1,263 @@
+"""Turn a finished :class:`~wss.cluster.Cluster` into a :class:`~wss.results.Result`."""
+
+from __future__ import annotations
+
+from .cluster import Cluster
+from .results import (
+    BREAKDOWN_CATEGORIES,
+    FlopsSummary,
+    KernelRecord,
+    LinkBytes,
+    MemoryFootprint,
+    NumericsSummary,
+    Result,
+    StepRecord,
+)
+from .workload import StreamedKernel, WaferOp
+
+__all__ = ["measure"]
+
+
+def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
+    plan = cluster.plan
+    s = plan.scenario
+    hw = s.hardware
+    n_steps = s.training.steps
+    opt = cluster.optimizer
+
+    ends = []
+    for step in range(n_steps):
+        ends.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
+    total = ends[-1]
+    starts = [0.0] + ends[:-1]
+
+    # Split each step window by the wafer's timeline, and the tail after the wafer's last pass.
+    timeline = list(cluster.wafer.timeline)
+    last_wafer = timeline[-1][1] if timeline else 0.0
+    if total > last_wafer:
+        last_job = max((j for j in opt.jobs if j.kind == "update" and j.step == n_steps - 1), key=lambda j: j.end)
+        q = min(max(last_job.queued_s, 0.0), total - last_wafer)
+        timeline.append((last_wafer, last_wafer + q, "optimizer"))
+        timeline.append((last_wafer + q, total, "bubble"))
+    breakdowns = [{c: 0.0 for c in BREAKDOWN_CATEGORIES} for _ in range(n_steps)]
+    w = 0
+    for a, b, cause in timeline:
+        while w < n_steps and a >= ends[w]:
+            w += 1
+        k = w
+        while a < b and k < n_steps:
+            cut = min(b, ends[k])
+            if cut > a:
+                breakdowns[k][cause] += cut - a
+            a = cut
+            k += 1
+
+    latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
+    steps = []
+    for i in range(n_steps):
+        loss_times = [t for (st, _), t in cluster.wafer.loss_times.items() if st == i]
+        steps.append(
+            StepRecord(
+                step=i,
+                start_s=starts[i],
+                end_s=ends[i],
+                time_s=ends[i] - starts[i],
+                breakdown_s=breakdowns[i],
+                loss_at_user_s=(max(loss_times) + latency_up) if loss_times else None,
+                loss=numerics.losses[i] if numerics and i < len(numerics.losses) else None,
+                accuracy=numerics.accuracies[i] if numerics and i < len(numerics.accuracies) else None,
+            )
+        )
+    step_time = total / n_steps
+    mean_breakdown = {c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES}
+    bound_by = max(BREAKDOWN_CATEGORIES, key=lambda c: (mean_breakdown[c], -BREAKDOWN_CATEGORIES.index(c)))
+
+    samples = s.training.global_batch
+    tokens = samples * plan.tokens_per_sample
+    flops = _flops(cluster, tokens, step_time)
+
+    utilisation = {
+        "wafer.compute": cluster.wafer.compute_s / total,
+        "memoryx.stream": cluster.memoryx.stream_busy_s / total,
+        "memoryx.optimizer": opt.busy_s / total,
+        "memoryx.flash": (cluster.memoryx.flash_busy_s + opt.flash_busy_s) / total,
+        "inputs": cluster.inputs.busy_s / total,
+        "memoryx.net.in": cluster.memoryx_in.busy_s / total,
+    }
+    for link in cluster.swarmx.down + cluster.swarmx.up:
+        utilisation[link.name] = link.busy_s / total
+
+    result = Result(
+        wss_version=version,
+        scenario=s,
+        step_time_s=step_time,
+        total_time_s=total,
+        samples_per_s=samples / step_time,
+        tokens_per_s=tokens / step_time,
+        steps=steps,
+        flops=flops,
+        breakdown_s=mean_breakdown,
+        bound_by=bound_by,
+        utilisation=utilisation,
+        link_bytes=_link_bytes(cluster),
+        weight_crossings_per_step=_crossings(cluster),
+        memory=_memory(plan),
+        cluster={
+            "wafers": hw.wafers,
+            "tree_levels": cluster.swarmx.levels,
+            "nodes_per_level": list(cluster.swarmx.nodes_per_level),
+            "samples_per_wafer_max": max(plan.wafer_samples),
+            "samples_per_wafer_min": min(plan.wafer_samples),
+            "kernels": len(plan.kernels),
+            "params": plan.params,
+            "nonzero_params": plan.nnz,
+            "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
+        },
+        numerics=numerics,
+        sim_events=cluster.events,
+        records=_records(cluster),
+    )
+    return result
+
+
+def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
+    plan = cluster.plan
+    hw = plan.scenario.hardware
+    dense = executed = 0.0
+    recompute_blocks = plan.checkpointing == "blocks"
+    for op in plan.ops:
+        if isinstance(op, StreamedKernel):
+            if op.kind == "embedding":
+                continue
+            d = op.dense_flops_per_token() * tokens
+            e = 2.0 * _nnz(plan, op) * tokens
+            dense += 3 * d
+            executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
+        else:
+            assert isinstance(op, WaferOp)
+            f = op.flops_per_token * tokens
+            dense += f * (1 + op.backward_factor)
+            executed += f * (1 + op.backward_factor) + (f if recompute_blocks and op.block is not None else 0.0)
+    peak = hw.wafers * hw.wafer.peak_flops
+    return FlopsSummary(
+        dense_equivalent_per_step=dense,
+        executed_per_step=executed,
+        achieved_dense_equivalent_flops=dense / step_time,
+        achieved_executed_flops=executed / step_time,
+        peak_flops=peak,
+        fraction_of_peak=dense / step_time / peak,
+    )
+
+
+def _nnz(plan, op: StreamedKernel) -> int:
+    for k in plan.kernels:
+        if k.kernel is op:
+            return k.nnz
+    raise KeyError(op.name)
+
+
+def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
+    plan = cluster.plan
+    hw = plan.scenario.hardware
+    steps = plan.scenario.training.steps
+    n = hw.wafers
+    sx = cluster.swarmx
+    out: dict[str, LinkBytes] = {}
+
+    def add(name: str, links: int, per_link: float) -> None:
+        out[name] = LinkBytes(links=links, per_link_bytes=per_link / steps, total_bytes=per_link * links / steps)
+
+    shards = hw.memoryx.shards
+    add("memoryx->swarmx", shards, cluster.memoryx.bytes_out / shards)
+    for i, link in enumerate(sx.down):
+        level = i + 1
+        target = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
+        add(f"swarmx.l{level}->{target}", sx.edges_below(level, n), link.bytes)
+    for link in sx.up:
+        level = int(link.name.rsplit("l", 1)[1])
+        source = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
+        add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), link.bytes)
+    add("swarmx->memoryx", shards, cluster.memoryx_in.bytes / shards)
+    add("inputs->wafer", n, cluster.inputs.bytes)
+    return out
+
+
+def _crossings(cluster: Cluster) -> float:
+    """Weight bytes into one wafer per step over the bytes of one full streamed copy of the weights."""
+    plan = cluster.plan
+    one_copy = sum(k.stream_bytes for k in plan.kernels)
+    per_step = cluster.swarmx.down[-1].bytes / plan.scenario.training.steps
+    return per_step / one_copy / len(plan.micro_batches)
+
+
+def _memory(plan) -> MemoryFootprint:
+    s = plan.scenario
+    mx = s.hardware.memoryx
+    return MemoryFootprint(
+        memoryx_state_bytes=plan.memoryx_state_bytes,
+        memoryx_dram_bytes=plan.memoryx_dram_bytes,
+        memoryx_flash_bytes=plan.memoryx_flash_bytes,
+        memoryx_dram_capacity_bytes=mx.dram_total_bytes,
+        memoryx_flash_capacity_bytes=mx.flash_total_bytes,
+        memoryx_staging_bytes=plan.staging_bytes,
+        wafer_sram_activation_bytes=plan.sram_bytes_needed,
+        wafer_sram_available_bytes=plan.sram_bytes_available,
+        wafer_sram_total_bytes=float(s.hardware.wafer.sram_bytes),
+        micro_batch=max(plan.micro_batches),
+        micro_batches=len(plan.micro_batches),
+        activation_checkpointing=plan.checkpointing,
+    )
+
+
+def _records(cluster: Cluster) -> list[KernelRecord]:
+    plan = cluster.plan
+    recs: list[KernelRecord] = []
+    for p, t in zip(cluster.program, cluster.wafer.passes):
+        op = plan.ops[p.op]
+        if t.stall_s > t.compute_s and t.stall_by:
+            bound = max(sorted(t.stall_by), key=lambda c: t.stall_by[c])
+        else:
+            bound = "compute"
+        recs.append(
+            KernelRecord(
+                step=p.step,
+                micro_batch=p.micro_batch,
+                name=op.name,
+                layer=op.layer,
+                phase=p.phase,
+                where="wafer",
+                start_s=t.start,
+                end_s=t.end,
+                bytes_in=t.bytes_in,
+                bytes_out=t.bytes_out,
+                cycles=t.cycles,
+                bound_by=bound,
+                exposed_stall_s=t.stall_s,
+            )
+        )
+    opt = cluster.optimizer
+    for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
+        kp = plan.kernels[j.kernel]
+        if j.tier == "dram":
+            mem = (j.read_bytes + j.write_bytes) / opt.dram_Bps
+            bound = "memoryx_dram" if mem >= j.flops / opt.flops_rate else "optimizer_flops"
+        else:
+            bound = "memoryx_flash"
+        recs.append(
+            KernelRecord(
+                step=j.step,
+                micro_batch=j.micro_batch,
+                name=kp.kernel.name,
+                layer=kp.kernel.layer,
+                phase=j.kind,
+                where="memoryx",
+                start_s=j.start,
+                end_s=j.end,
+                bytes_in=j.read_bytes,
+                bytes_out=j.write_bytes,
+                cycles=0.0,
+                bound_by=bound,
+                exposed_stall_s=max(j.queued_s, 0.0),
+            )
+        )
+    return recs

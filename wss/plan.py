@@ -1,0 +1,332 @@
+"""Everything about a run that is fixed before time starts.
+
+From a Scenario, :func:`make_plan` derives the static quantities the SimPy
+model needs and the capacity checks that can fail: the operations, each
+kernel's non-zero profile, streamed bytes and chunks, MemoryX placement
+across DRAM and flash, the wafers' shards, micro-batching against SRAM, and
+the SwarmX tree.  ``wss validate`` runs this and stops.
+
+Byte conventions (DESIGN.md):
+
+* weights down, per pass and per wafer: dense ``M K b_w``; sparse
+  ``nnz (b_w + 2) + 4 M`` (a 16-bit index per weight, one 32-bit control
+  wavelet per output feature); the smaller format is chosen per kernel;
+* gradients up: ``nnz b_g`` (MemoryX knows the mask, no indices);
+* MemoryX reads the fp32 master weights (4 B per non-zero) for every stream
+  and converts to the streamed precision on the way out (an assumption: no
+  second copy is stored); sparse kernels also store a 4 B index per non-zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, OptimizerCost
+from .errors import FieldProblem, InfeasibleError
+from .kernels.cycles import KernelCycles, NnzProfile, dense_profile, kernel_cycles, sampled_profile
+from .scenario import PRECISION_BYTES, Scenario
+from .workload import Op, StreamedKernel, WaferOp, expand_model
+
+__all__ = ["Plan", "KernelPlan", "make_plan"]
+
+INDEX_BYTES = 2  # 16-bit index beside each streamed sparse weight
+CONTROL_BYTES = 4  # one 32-bit control wavelet closes each output feature
+STORED_INDEX_BYTES = 4  # MemoryX keeps an int32 index per non-zero of a sparse kernel
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """Static figures of one streamed kernel."""
+
+    kernel: StreamedKernel
+    index: int
+    profile: NnzProfile
+    sparse_format: bool
+    stream_bytes: float  # one pass, one wafer link
+    grad_bytes: float  # one backward pass, one wafer link
+    read_bytes: float  # MemoryX tier bytes read per stream
+    state_bytes: float  # MemoryX capacity
+    tier: str  # "dram" or "flash"
+    n_chunks: int
+    cycles: dict[int, KernelCycles]  # tokens of a micro-batch -> cycles
+
+    @property
+    def nnz(self) -> int:
+        return self.profile.nnz
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static plan of one scenario."""
+
+    scenario: Scenario
+    ops: list[Op]
+    kernels: list[KernelPlan]
+    kernel_of_op: dict[int, int]  # op position -> kernel index
+    wafer_samples: list[int]  # samples on each wafer
+    micro_batches: list[int]  # samples per micro-batch on the busiest wafer
+    tokens_per_sample: int
+    checkpointing: str
+    sram_bytes_needed: float
+    sram_bytes_available: float
+    optimizer: OptimizerCost
+    memoryx_state_bytes: float
+    memoryx_dram_bytes: float
+    memoryx_flash_bytes: float
+    staging_bytes: float
+    tree_levels: int
+    nodes_per_level: list[int]
+    wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def tokens_per_micro_batch(self) -> list[int]:
+        return [mb * self.tokens_per_sample for mb in self.micro_batches]
+
+    @property
+    def params(self) -> int:
+        return sum(k.kernel.params for k in self.kernels)
+
+    @property
+    def nnz(self) -> int:
+        return sum(k.nnz for k in self.kernels)
+
+
+def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> Plan:
+    """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
+
+    Parameters
+    ----------
+    profiles
+        Real non-zero profiles by kernel name (from numerics masks).  Kernels
+        not given are dense or sampled from an i.i.d. mask of their density.
+    """
+    s = scenario
+    hw, tr = s.hardware, s.training
+    seq = s.seq_len
+    ops = expand_model(s.workload.model, s.workload.sparsity, seq)
+    b_w = PRECISION_BYTES[tr.weight_precision]
+    b_g = PRECISION_BYTES[tr.gradient_precision]
+    opt = OPTIMIZER_COSTS[tr.optimizer]
+
+    wafer_samples = [len(a) for a in np.array_split(np.arange(tr.global_batch), hw.wafers)]
+    busiest = max(wafer_samples)
+
+    # Non-zero profiles: real ones, dense, or one sampled per distinct (shape, density).
+    sampled: dict[tuple[int, int, float], NnzProfile] = {}
+    kernel_specs = [op for op in ops if isinstance(op, StreamedKernel)]
+    kernel_profiles = []
+    for k in kernel_specs:
+        if profiles and k.name in profiles:
+            prof = profiles[k.name]
+        elif k.density >= 1.0:
+            prof = dense_profile(k.out_features, k.in_features)
+        else:
+            key = (k.out_features, k.in_features, k.density)
+            if key not in sampled:
+                rng = np.random.default_rng([s.seed, k.out_features, k.in_features, int(round(k.density * 1e9))])
+                sampled[key] = sampled_profile(k.out_features, k.in_features, k.density, rng)
+            prof = sampled[key]
+        kernel_profiles.append(prof)
+
+    # Activation SRAM and micro-batching.
+    act_b = PRECISION_BYTES[tr.activation_precision]
+    retained = 0.0
+    if tr.retain_output_layer:
+        retained = sum(
+            _stream_bytes(k, p, b_w)[0] for k, p in zip(kernel_specs, kernel_profiles) if k.is_output
+        )
+    available = hw.wafer.activation_sram_bytes
+    modes = ["none", "blocks"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
+    has_blocks = any(op.block is not None for op in ops)
+    chosen = None
+    for mode in modes:
+        if mode == "blocks" and not has_blocks:
+            continue
+        per_token = _activation_elements_per_token(ops, mode) * act_b
+        need_one = per_token * seq + retained
+        if need_one <= available:
+            chosen = (mode, per_token)
+            break
+    if chosen is None:
+        mode = modes[-1] if has_blocks else "none"
+        per_token = _activation_elements_per_token(ops, mode) * act_b
+        raise InfeasibleError(
+            "<scenario>",
+            [
+                FieldProblem(
+                    "training.micro_batch",
+                    f"activations of one sample need {_fmt_bytes(per_token * seq + retained)} of wafer SRAM "
+                    f"(checkpointing '{mode}') but {_fmt_bytes(available)} is available "
+                    f"({hw.wafer.name}: {_fmt_bytes(hw.wafer.sram_bytes)} less "
+                    f"{hw.wafer.sram_reserved_fraction:.0%} reserved)",
+                )
+            ],
+        )
+    mode, per_token = chosen
+    max_mb = int((available - retained) // (per_token * seq))
+    if tr.micro_batch == "auto":
+        mb = max(1, min(busiest, max_mb))
+    else:
+        mb = min(tr.micro_batch, busiest)
+        if mb > max_mb:
+            raise InfeasibleError(
+                "<scenario>",
+                [
+                    FieldProblem(
+                        "training.micro_batch",
+                        f"a micro-batch of {mb} samples needs {_fmt_bytes(per_token * seq * mb + retained)} of "
+                        f"wafer SRAM but {_fmt_bytes(available)} is available; at most {max_mb} fit",
+                    )
+                ],
+            )
+    n_mb = math.ceil(busiest / mb)
+    micro_batches = [len(a) for a in np.array_split(np.arange(busiest), n_mb)]
+    sram_needed = per_token * seq * max(micro_batches) + retained
+
+    # MemoryX capacity and placement.
+    mx = hw.memoryx
+    state = []
+    stream = []
+    for k, p in zip(kernel_specs, kernel_profiles):
+        sb, sparse = _stream_bytes(k, p, b_w)
+        stream.append((sb, sparse))
+        state.append(p.nnz * opt.state_bytes + (p.nnz * STORED_INDEX_BYTES if sparse else 0))
+    total_state = float(sum(state))
+    if total_state > mx.capacity_bytes:
+        raise InfeasibleError(
+            "<scenario>",
+            [
+                FieldProblem(
+                    "hardware.memoryx",
+                    f"the model needs {_fmt_bytes(total_state)} in MemoryX ({sum(p.nnz for p in kernel_profiles):.4g} "
+                    f"non-zero weights x {opt.state_bytes} B of {tr.optimizer} state) but MemoryX holds "
+                    f"{_fmt_bytes(mx.capacity_bytes)} ({mx.shards} shards x "
+                    f"({_fmt_bytes(mx.dram_capacity_bytes)} DRAM + {_fmt_bytes(mx.flash_capacity_bytes)} flash))",
+                )
+            ],
+        )
+    if total_state <= mx.dram_total_bytes:
+        tiers = ["dram"] * len(state)
+        staging = 0.0
+    else:
+        staging = mx.dram_total_bytes * mx.prefetch_buffer_fraction
+        budget = mx.dram_total_bytes - staging
+        tiers = []
+        for b in state:  # forward order: the first kernels are the ones the iteration boundary waits for
+            if b <= budget:
+                tiers.append("dram")
+                budget -= b
+            else:
+                tiers.append("flash")
+        flash_used = sum(b for b, t in zip(state, tiers) if t == "flash")
+        if flash_used > mx.flash_total_bytes:
+            raise InfeasibleError(
+                "<scenario>",
+                [
+                    FieldProblem(
+                        "hardware.memoryx",
+                        f"{_fmt_bytes(flash_used)} must live in flash (DRAM keeps "
+                        f"{mx.prefetch_buffer_fraction:.0%} for prefetch staging) but flash holds "
+                        f"{_fmt_bytes(mx.flash_total_bytes)}",
+                    )
+                ],
+            )
+    dram_used = sum(b for b, t in zip(state, tiers) if t == "dram")
+    flash_used = total_state - dram_used
+
+    # Cycles per distinct micro-batch size, chunking.
+    sim = s.simulation
+    token_sizes = sorted({m * seq for m in micro_batches})
+    kernels = []
+    kernel_of_op = {}
+    ki = 0
+    for pos, op in enumerate(ops):
+        if not isinstance(op, StreamedKernel):
+            continue
+        p = kernel_profiles[ki]
+        sb, sparse = stream[ki]
+        n_chunks = int(min(sim.max_chunks_per_kernel, max(1, math.ceil(sb / sim.chunk_bytes))))
+        cycles = {t: kernel_cycles(op.kind, p, t, hw.wafer) for t in token_sizes}
+        kernels.append(
+            KernelPlan(
+                kernel=op,
+                index=ki,
+                profile=p,
+                sparse_format=sparse,
+                stream_bytes=sb,
+                grad_bytes=float(p.nnz * b_g),
+                read_bytes=float(p.nnz * SCALAR_BYTES),
+                state_bytes=float(state[ki]),
+                tier=tiers[ki],
+                n_chunks=n_chunks,
+                cycles=cycles,
+            )
+        )
+        kernel_of_op[pos] = ki
+        ki += 1
+
+    # Non-weight work: seconds forward and backward per micro-batch size.
+    rate = hw.wafer.peak_flops * hw.wafer.nonweight_efficiency
+    wafer_op_seconds = {}
+    for pos, op in enumerate(ops):
+        if isinstance(op, WaferOp):
+            for t in token_sizes:
+                f = op.flops_per_token * t
+                wafer_op_seconds[(pos, t)] = (f / rate, f * op.backward_factor / rate)
+
+    return Plan(
+        scenario=s,
+        ops=ops,
+        kernels=kernels,
+        kernel_of_op=kernel_of_op,
+        wafer_samples=wafer_samples,
+        micro_batches=micro_batches,
+        tokens_per_sample=seq,
+        checkpointing=mode,
+        sram_bytes_needed=sram_needed,
+        sram_bytes_available=available,
+        optimizer=opt,
+        memoryx_state_bytes=total_state,
+        memoryx_dram_bytes=dram_used,
+        memoryx_flash_bytes=flash_used,
+        staging_bytes=staging,
+        tree_levels=hw.swarmx.levels(hw.wafers),
+        nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
+        wafer_op_seconds=wafer_op_seconds,
+    )
+
+
+def _stream_bytes(k: StreamedKernel, p: NnzProfile, b_w: int) -> tuple[float, bool]:
+    """Bytes of one pass of a kernel into one wafer, and whether the sparse format is used."""
+    dense = float(k.params * b_w)
+    sparse = float(p.nnz * (b_w + INDEX_BYTES) + k.out_features * CONTROL_BYTES)
+    return (sparse, True) if sparse < dense else (dense, False)
+
+
+def _activation_elements_per_token(ops: list[Op], mode: str) -> float:
+    """Activation elements per token that must be resident in SRAM at the peak."""
+    working = max((op.working_elements_per_token for op in ops if isinstance(op, WaferOp)), default=0)
+    if mode == "none":
+        return sum(op.stored_elements_per_token for op in ops) + working
+    per_block: dict[int, int] = {}
+    outside = 0
+    block_inputs = 0
+    for op in ops:
+        if op.block is None:
+            outside += op.stored_elements_per_token
+        else:
+            per_block[op.block] = per_block.get(op.block, 0) + op.stored_elements_per_token
+    for op in ops:  # a checkpointed block keeps only its input: the width entering its first kernel
+        if isinstance(op, StreamedKernel) and op.block is not None and op.name.endswith(".qkv"):
+            block_inputs += op.in_features
+    return outside + block_inputs + max(per_block.values(), default=0) + working
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.3g} B"

@@ -1,0 +1,158 @@
+"""Result: what a simulation found, as data.
+
+A :class:`Result` is a pydantic model holding the resolved scenario, per-step
+times, throughput, FLOPs, the breakdown of step time, utilisation, bytes per
+link class, memory footprints and one record per kernel pass and update.
+``Result.to_records()`` gives plain dicts (a DataFrame is one call away).
+Results are deterministic: the same scenario gives byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .scenario import Scenario
+
+__all__ = [
+    "Result",
+    "StepRecord",
+    "KernelRecord",
+    "LinkBytes",
+    "MemoryFootprint",
+    "FlopsSummary",
+    "NumericsSummary",
+    "BREAKDOWN_CATEGORIES",
+    "atomic_write_text",
+]
+
+#: How the time of a step is split (see wss.components.wafer).
+BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input")
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepRecord(_Data):
+    """One training step: from the end of the previous step's last update to the end of its own."""
+
+    step: int
+    start_s: float
+    end_s: float
+    time_s: float
+    breakdown_s: dict[str, float] = Field(description="Step time split by what the wafer was doing or waiting for.")
+    loss_at_user_s: float | None = Field(None, description="When the step's loss reached the user node.")
+    loss: float | None = None
+    accuracy: float | None = None
+
+
+class KernelRecord(_Data):
+    """One pass of one operation on the wafer, or one MemoryX update."""
+
+    step: int
+    micro_batch: int
+    name: str
+    layer: str
+    phase: str = Field(description="forward, recompute, backward, accumulate or update")
+    where: str = Field(description="wafer or memoryx")
+    start_s: float
+    end_s: float
+    bytes_in: float
+    bytes_out: float
+    cycles: float
+    bound_by: str
+    exposed_stall_s: float
+
+
+class LinkBytes(_Data):
+    """Bytes over one class of link in one step."""
+
+    links: int
+    per_link_bytes: float
+    total_bytes: float
+
+
+class MemoryFootprint(_Data):
+    memoryx_state_bytes: float
+    memoryx_dram_bytes: float
+    memoryx_flash_bytes: float
+    memoryx_dram_capacity_bytes: float
+    memoryx_flash_capacity_bytes: float
+    memoryx_staging_bytes: float
+    wafer_sram_activation_bytes: float
+    wafer_sram_available_bytes: float
+    wafer_sram_total_bytes: float
+    micro_batch: int
+    micro_batches: int
+    activation_checkpointing: str
+
+
+class FlopsSummary(_Data):
+    dense_equivalent_per_step: float = Field(description="FLOPs of the model as if dense, without recompute.")
+    executed_per_step: float = Field(description="FLOPs the wafers execute (non-zeros only, recompute included).")
+    achieved_dense_equivalent_flops: float
+    achieved_executed_flops: float
+    peak_flops: float = Field(description="Cluster dense peak: wafers x cores x SIMD x 2 x clock.")
+    fraction_of_peak: float = Field(description="Dense-equivalent achieved over peak.")
+
+
+class NumericsSummary(_Data):
+    losses: list[float]
+    accuracies: list[float]
+
+
+class Result(_Data):
+    """Everything one simulation measured."""
+
+    wss_version: str
+    scenario: Scenario
+    step_time_s: float = Field(description="Mean time per step.")
+    total_time_s: float
+    samples_per_s: float
+    tokens_per_s: float
+    steps: list[StepRecord]
+    flops: FlopsSummary
+    breakdown_s: dict[str, float] = Field(description="Mean seconds per step in each category.")
+    bound_by: str = Field(description="The category taking most of the step.")
+    utilisation: dict[str, float] = Field(description="Busy fraction of each part over the whole run.")
+    link_bytes: dict[str, LinkBytes] = Field(description="Bytes per step on each class of link.")
+    weight_crossings_per_step: float = Field(description="Times each weight crosses a wafer link per step.")
+    memory: MemoryFootprint
+    cluster: dict[str, int | float | list[int]]
+    numerics: NumericsSummary | None = None
+    sim_events: int
+    records: list[KernelRecord]
+
+    def to_records(self) -> list[dict]:
+        """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works)."""
+        return [r.model_dump() for r in self.records]
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result as JSON atomically."""
+        return atomic_write_text(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Result":
+        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write through a temporary file in the same folder, then rename: never half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,45 @@
+"""``wss.simulate(scenario) -> Result``: the pure entry point of the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .cluster import run_cluster
+from .measure import measure
+from .plan import Plan, make_plan
+from .results import NumericsSummary, Result
+from .scenario import Scenario, load_scenario
+
+__all__ = ["simulate", "plan"]
+
+
+def _as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def plan(scenario: Scenario | Mapping[str, Any] | str | Path) -> Plan:
+    """Check a scenario against the machine (capacities, SRAM) without running it."""
+    return make_plan(_as_scenario(scenario))
+
+
+def simulate(scenario: Scenario | Mapping[str, Any] | str | Path) -> Result:
+    """Simulate a scenario and return its Result.
+
+    Deterministic: the same scenario gives a byte-identical ``Result.to_json()``.
+    No file is read except the scenario itself when a path is given.
+    """
+    from . import __version__
+
+    s = _as_scenario(scenario)
+    profiles = None
+    numerics = None
+    if s.numerics.enabled:
+        from .numerics_bridge import run_numerics
+
+        outcome, profiles = run_numerics(s)
+        numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
+    p = make_plan(s, profiles)
+    cluster = run_cluster(p)
+    return measure(cluster, __version__, numerics)
