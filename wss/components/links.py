@@ -76,10 +76,9 @@ class Link:
         assert out is not None, f"{self.name} is not connected"
         while True:
             chunk = yield self.inbox.get()
-            if chunk.ready_at > env.now:
-                yield env.timeout(chunk.ready_at - env.now)
             dt = chunk.bytes / self.bandwidth_Bps
-            yield env.timeout(dt)
+            # Wait out the flight of the previous hop and serialise in one event.
+            yield env.timeout(max(chunk.ready_at - env.now, 0.0) + dt)
             self.busy_s += dt
             self.bytes += chunk.bytes
             self.chunks += 1

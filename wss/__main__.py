@@ -1,0 +1,7 @@
+"""``python -m wss`` is the ``wss`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
