@@ -48,8 +48,11 @@ class Cluster:
     events: int = 0
 
 
-def run_cluster(plan: Plan) -> Cluster:
-    """Simulate every step of the plan; return the parts with their measurements."""
+def run_cluster(plan: Plan, record: bool = False) -> Cluster:
+    """Simulate every step of the plan; return the parts with their measurements.
+
+    With ``record`` the links and MemoryX keep every span (for traces).
+    """
     s = plan.scenario
     hw = s.hardware
     cap = s.simulation.buffer_chunks
@@ -64,6 +67,11 @@ def run_cluster(plan: Plan) -> Cluster:
                       hw.swarmx.hop_latency_s, cap)
     inputs = InputWorkers(env, plan)
     wafer = Wafer(env, plan, program, cap, inputs.ready, inputs.mb_started)
+
+    if record:
+        memoryx.record()
+        for link in (*swarmx.down, *swarmx.up, memoryx_in):
+            link.record()
 
     memoryx.connect(swarmx.down[0].inbox)
     swarmx.down[-1].connect(wafer.intake)

@@ -37,11 +37,11 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     if total > last_wafer:
         last_job = max((j for j in opt.jobs if j.kind == "update" and j.step == n_steps - 1), key=lambda j: j.end)
         q = min(max(last_job.queued_s, 0.0), total - last_wafer)
-        timeline.append((last_wafer, last_wafer + q, "optimizer"))
-        timeline.append((last_wafer + q, total, "bubble"))
+        timeline.append((last_wafer, last_wafer + q, "optimizer", -1))
+        timeline.append((last_wafer + q, total, "bubble", -1))
     breakdowns = [{c: 0.0 for c in BREAKDOWN_CATEGORIES} for _ in range(n_steps)]
     w = 0
-    for a, b, cause in timeline:
+    for a, b, cause, _ in timeline:
         while w < n_steps and a >= ends[w]:
             w += 1
         k = w

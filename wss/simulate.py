@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .cluster import run_cluster
+from .cluster import Cluster, run_cluster
 from .measure import measure
 from .plan import Plan, make_plan
 from .results import NumericsSummary, Result
 from .scenario import Scenario, load_scenario
 
-__all__ = ["simulate", "plan"]
+__all__ = ["simulate", "simulate_detailed", "plan"]
 
 
 def _as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
@@ -30,6 +30,18 @@ def simulate(scenario: Scenario | Mapping[str, Any] | str | Path) -> Result:
     Deterministic: the same scenario gives a byte-identical ``Result.to_json()``.
     No file is read except the scenario itself when a path is given.
     """
+    return simulate_detailed(scenario, record=False)[0]
+
+
+def simulate_detailed(
+    scenario: Scenario | Mapping[str, Any] | str | Path, record: bool = True
+) -> tuple[Result, Cluster]:
+    """Simulate and also return the finished :class:`~wss.cluster.Cluster`.
+
+    With ``record`` every link, MemoryX and the wafer keep their spans
+    (start, end, pass, bytes), which traces and timelines are drawn from.
+    The Result is identical to :func:`simulate`'s.
+    """
     from . import __version__
 
     s = _as_scenario(scenario)
@@ -41,5 +53,5 @@ def simulate(scenario: Scenario | Mapping[str, Any] | str | Path) -> Result:
         outcome, profiles = run_numerics(s)
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     p = make_plan(s, profiles)
-    cluster = run_cluster(p)
-    return measure(cluster, __version__, numerics)
+    cluster = run_cluster(p, record=record)
+    return measure(cluster, __version__, numerics), cluster

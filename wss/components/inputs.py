@@ -40,6 +40,8 @@ class InputWorkers:
         self.mb_started = {k: env.event() for k in keys}
         self.busy_s = 0.0
         self.bytes = 0.0
+        #: (start, end, step, micro_batch) of every transfer.
+        self.spans: list[tuple[float, float, int, int]] = []
 
     def run(self):
         """Process: deliver micro-batches in order, at most one ahead of the wafer."""
@@ -50,6 +52,7 @@ class InputWorkers:
             size = self.plan.micro_batches[key[1]] * self.bytes_per_sample
             dt = self.cfg.latency_s + size / self.cfg.bandwidth_Bps
             yield env.timeout(dt)
+            self.spans.append((env.now - dt, env.now, key[0], key[1]))
             self.busy_s += size / self.cfg.bandwidth_Bps
             self.bytes += size
             self.ready[key].succeed()

@@ -13,7 +13,7 @@ bandwidth ``B`` and latency ``h`` finishes at ``L (h + c/B) + (n - 1) c/B``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import simpy
 
@@ -28,12 +28,10 @@ class Chunk:
     seq: int
     n_chunks: int
     bytes: float
-    cycles: float = 0.0
     cause: str = "stream"
     cause_wait_s: float = 0.0
     queued_s: float = 0.0
     ready_at: float = 0.0
-    meta: dict = field(default_factory=dict)
 
     @property
     def last(self) -> bool:
@@ -65,6 +63,14 @@ class Link:
         self.busy_s = 0.0
         self.bytes = 0.0
         self.chunks = 0
+        #: (start, end, pass_index, bytes) of every serialisation, when recording activity.
+        self.spans: list[tuple[float, float, int, float]] | None = None
+        #: (time, chunks waiting in the inbox) sampled at every take, when recording activity.
+        self.occupancy: list[tuple[float, int]] | None = None
+
+    def record(self) -> None:
+        """Keep spans and buffer occupancy (for traces); off by default to save memory."""
+        self.spans, self.occupancy = [], []
 
     def connect(self, out: simpy.Store) -> None:
         """Wire the store this link delivers into."""
@@ -76,11 +82,15 @@ class Link:
         assert out is not None, f"{self.name} is not connected"
         while True:
             chunk = yield self.inbox.get()
+            if self.occupancy is not None:
+                self.occupancy.append((env.now, len(self.inbox.items)))
             dt = chunk.bytes / self.bandwidth_Bps
             # Wait out the flight of the previous hop and serialise in one event.
             yield env.timeout(max(chunk.ready_at - env.now, 0.0) + dt)
             self.busy_s += dt
             self.bytes += chunk.bytes
+            if self.spans is not None:
+                self.spans.append((env.now - dt, env.now, chunk.pass_index, chunk.bytes))
             self.chunks += 1
             chunk.ready_at = env.now + self.latency_s
             yield out.put(chunk)

@@ -58,7 +58,12 @@ class MemoryX:
         self.bytes_read = 0.0
         self.flash_bytes_read = 0.0
         self.stream_start: dict[int, float] = {}
-        self._grad_seen: dict[int, int] = {}
+        #: (start, end, pass_index, bytes) spans of streaming and of flash prefetch, when recording.
+        self.stream_spans: list[tuple[float, float, int, float]] | None = None
+        self.prefetch_spans: list[tuple[float, float, int, float]] | None = None
+
+    def record(self) -> None:
+        self.stream_spans, self.prefetch_spans = [], []
 
     def connect(self, out: simpy.Store) -> None:
         self.out = out
@@ -88,6 +93,8 @@ class MemoryX:
                     yield env.timeout(dt)
                     self.flash_busy_s += dt
                     self.flash_bytes_read += per_chunk
+                    if self.prefetch_spans is not None:
+                        self.prefetch_spans.append((env.now - dt, env.now, p.index, per_chunk))
                 self._prefetch_event((p.index, c)).succeed()
 
     def stream(self):
@@ -109,8 +116,6 @@ class MemoryX:
             self.stream_start[p.index] = env.now
             bytes_c = kp.stream_bytes / n
             read_c = kp.read_bytes / n
-            cycles = kp.cycles[p.tokens]
-            cyc_c = (cycles.backward if p.phase == "backward" else cycles.forward) / n
             for c in range(n):
                 if kp.tier == "flash":
                     ev = self._prefetch_event((p.index, c))
@@ -123,10 +128,12 @@ class MemoryX:
                 yield env.timeout(dt)
                 self.stream_busy_s += dt
                 self.bytes_out += bytes_c
+                if self.stream_spans is not None:
+                    self.stream_spans.append((env.now - dt, env.now, p.index, bytes_c))
                 self.bytes_read += read_c
                 if kp.tier == "flash":
                     yield self.staging.put(self._staged(read_c))
-                chunk = Chunk(p.index, c, n, bytes_c, cyc_c, cause, cause_wait, queued, env.now + self.latency_s)
+                chunk = Chunk(p.index, c, n, bytes_c, cause, cause_wait, queued, env.now + self.latency_s)
                 cause, cause_wait, queued = "stream", 0.0, 0.0
                 yield out.put(chunk)
 

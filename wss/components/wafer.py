@@ -62,7 +62,9 @@ class Wafer:
         self.outlet: simpy.Store | None = None
         self.input_ready = input_ready
         self.mb_started = mb_started
-        self.timeline: list[tuple[float, float, str]] = []
+        #: (start, end, cause, pass_index): every compute span and stall, in order.
+        self.timeline: list[tuple[float, float, str, int]] = []
+        self._pass = -1
         self.passes: list[PassTiming] = []
         self.compute_s = 0.0
         self.loss_times: dict[tuple[int, int], float] = {}
@@ -75,7 +77,7 @@ class Wafer:
 
     def _span(self, a: float, b: float, cause: str, timing: PassTiming) -> None:
         if b > a:
-            self.timeline.append((a, b, cause))
+            self.timeline.append((a, b, cause, self._pass))
             timing.stall_s += b - a
             timing.stall_by[cause] = timing.stall_by.get(cause, 0.0) + b - a
 
@@ -83,7 +85,7 @@ class Wafer:
         if seconds > 0:
             t0 = self.env.now
             yield self.env.timeout(seconds)
-            self.timeline.append((t0, self.env.now, "compute"))
+            self.timeline.append((t0, self.env.now, "compute", self._pass))
             timing.compute_s += seconds
             self.compute_s += seconds
 
@@ -92,6 +94,7 @@ class Wafer:
         env, plan = self.env, self.plan
         last_loss_op = len(plan.ops) - 1
         for p in self.program:
+            self._pass = p.index
             timing = PassTiming()
             self.passes.append(timing)
             if p.op == 0 and p.phase == "forward":
