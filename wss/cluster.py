@@ -15,7 +15,7 @@ Each part is a class owning its SimPy resources and processes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -25,6 +25,7 @@ from .components.memoryx import MemoryX
 from .components.optimizer import OptimizerCoprocessor
 from .components.swarmx import SwarmX
 from .components.wafer import Wafer
+from .fold import Fold, Snapshot, analyse
 from .plan import Plan
 from .program import Pass, build_program
 
@@ -46,6 +47,33 @@ class Cluster:
     inputs: InputWorkers
     flash_channel: simpy.Resource
     events: int = 0
+    snapshots: dict = field(default_factory=dict)
+    fold: Fold | None = None
+
+    def links(self) -> list[Link]:
+        return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in]
+
+    def counters(self) -> dict[str, float]:
+        """Every busy-time and byte counter, by name (what folding extrapolates)."""
+        c = {
+            "wafer.compute": self.wafer.compute_s,
+            "memoryx.stream": self.memoryx.stream_busy_s,
+            "memoryx.bytes_out": self.memoryx.bytes_out,
+            "memoryx.bytes_read": self.memoryx.bytes_read,
+            "memoryx.flash": self.memoryx.flash_busy_s + self.optimizer.flash_busy_s,
+            "memoryx.optimizer": self.optimizer.busy_s,
+            "inputs": self.inputs.busy_s,
+            "inputs.bytes": self.inputs.bytes,
+        }
+        for link in self.links():
+            c[link.name] = link.busy_s
+            c[link.name + ".bytes"] = link.bytes
+        return c
+
+    def total(self, counter: str) -> float:
+        """A counter's final value on the unfolded time axis."""
+        value = self.counters()[counter]
+        return value + (self.fold.extra(counter) if self.fold is not None else 0.0)
 
 
 def run_cluster(plan: Plan, record: bool = False) -> Cluster:
@@ -79,6 +107,13 @@ def run_cluster(plan: Plan, record: bool = False) -> Cluster:
     swarmx.up[-1].connect(memoryx_in.inbox)
     memoryx_in.connect(memoryx.grad_inbox)
 
+    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
+    if plan.fold_copies:
+        def snapshot(step: int, mb: int) -> None:
+            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters())
+
+        wafer.on_micro_batch_start = snapshot
+
     for proc in (memoryx.stream(), memoryx.receive(), optimizer.run(), memoryx_in.run(), inputs.run(), *swarmx.processes()):
         env.process(proc)
     if plan.staging_bytes:
@@ -89,8 +124,10 @@ def run_cluster(plan: Plan, record: bool = False) -> Cluster:
     last_step = s.training.steps - 1
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels]
     env.run(until=env.all_of(finals))
-    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
     cluster.events = _event_count(env)
+    if plan.fold_copies:
+        cluster.fold = analyse(cluster.snapshots, wafer.timeline, s.training.steps, len(plan.micro_batches) - 1,
+                               plan.fold_copies)
     return cluster
 
 

@@ -25,37 +25,46 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     n_steps = s.training.steps
     opt = cluster.optimizer
 
-    ends = []
+    fold = cluster.fold
+    shift = fold.shift if fold is not None else (lambda t: t)
+
+    ends_sim = []
     for step in range(n_steps):
-        ends.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
+        ends_sim.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
+    total_sim = ends_sim[-1]
+    ends = [shift(e) for e in ends_sim]
     total = ends[-1]
     starts = [0.0] + ends[:-1]
 
-    # Split each step window by the wafer's timeline, and the tail after the wafer's last pass.
+    # Split each step window (simulated axis) by the wafer's timeline, and the tail after the wafer's last pass.
     timeline = list(cluster.wafer.timeline)
     last_wafer = timeline[-1][1] if timeline else 0.0
-    if total > last_wafer:
+    if total_sim > last_wafer:
         last_job = max((j for j in opt.jobs if j.kind == "update" and j.step == n_steps - 1), key=lambda j: j.end)
-        q = min(max(last_job.queued_s, 0.0), total - last_wafer)
+        q = min(max(last_job.queued_s, 0.0), total_sim - last_wafer)
         timeline.append((last_wafer, last_wafer + q, "optimizer", -1))
-        timeline.append((last_wafer + q, total, "bubble", -1))
+        timeline.append((last_wafer + q, total_sim, "bubble", -1))
     breakdowns = [{c: 0.0 for c in BREAKDOWN_CATEGORIES} for _ in range(n_steps)]
     w = 0
     for a, b, cause, _ in timeline:
-        while w < n_steps and a >= ends[w]:
+        while w < n_steps and a >= ends_sim[w]:
             w += 1
         k = w
         while a < b and k < n_steps:
-            cut = min(b, ends[k])
+            cut = min(b, ends_sim[k])
             if cut > a:
                 breakdowns[k][cause] += cut - a
             a = cut
             k += 1
+    if fold is not None:  # the repeated micro-batches of each step
+        for k, step_fold in enumerate(fold.steps):
+            for cause, v in step_fold.breakdown.items():
+                breakdowns[k][cause] += fold.copies * v
 
     latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
     steps = []
     for i in range(n_steps):
-        loss_times = [t for (st, _), t in cluster.wafer.loss_times.items() if st == i]
+        loss_times = [shift(t) for (st, _), t in cluster.wafer.loss_times.items() if st == i]
         steps.append(
             StepRecord(
                 step=i,
@@ -77,15 +86,11 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     flops = _flops(cluster, tokens, step_time)
 
     utilisation = {
-        "wafer.compute": cluster.wafer.compute_s / total,
-        "memoryx.stream": cluster.memoryx.stream_busy_s / total,
-        "memoryx.optimizer": opt.busy_s / total,
-        "memoryx.flash": (cluster.memoryx.flash_busy_s + opt.flash_busy_s) / total,
-        "inputs": cluster.inputs.busy_s / total,
-        "memoryx.net.in": cluster.memoryx_in.busy_s / total,
+        name: cluster.total(name) / total
+        for name in ("wafer.compute", "memoryx.stream", "memoryx.optimizer", "memoryx.flash", "inputs")
     }
-    for link in cluster.swarmx.down + cluster.swarmx.up:
-        utilisation[link.name] = link.busy_s / total
+    for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
+        utilisation[link.name] = cluster.total(link.name) / total
 
     result = Result(
         wss_version=version,
@@ -112,10 +117,11 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
             "params": plan.params,
             "nonzero_params": plan.nnz,
             "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
+            "micro_batches_simulated": len(plan.simulated_micro_batches),
         },
         numerics=numerics,
         sim_events=cluster.events,
-        records=_records(cluster),
+        records=_records(cluster, shift),
     )
     return result
 
@@ -168,17 +174,17 @@ def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
         out[name] = LinkBytes(links=links, per_link_bytes=per_link / steps, total_bytes=per_link * links / steps)
 
     shards = hw.memoryx.shards
-    add("memoryx->swarmx", shards, cluster.memoryx.bytes_out / shards)
+    add("memoryx->swarmx", shards, cluster.total("memoryx.bytes_out") / shards)
     for i, link in enumerate(sx.down):
         level = i + 1
         target = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
-        add(f"swarmx.l{level}->{target}", sx.edges_below(level, n), link.bytes)
+        add(f"swarmx.l{level}->{target}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
     for link in sx.up:
         level = int(link.name.rsplit("l", 1)[1])
         source = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
-        add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), link.bytes)
-    add("swarmx->memoryx", shards, cluster.memoryx_in.bytes / shards)
-    add("inputs->wafer", n, cluster.inputs.bytes)
+        add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
+    add("swarmx->memoryx", shards, cluster.total(cluster.memoryx_in.name + ".bytes") / shards)
+    add("inputs->wafer", n, cluster.total("inputs.bytes"))
     return out
 
 
@@ -186,7 +192,7 @@ def _crossings(cluster: Cluster) -> float:
     """Weight bytes into one wafer per step over the bytes of one full streamed copy of the weights."""
     plan = cluster.plan
     one_copy = sum(k.stream_bytes for k in plan.kernels)
-    per_step = cluster.swarmx.down[-1].bytes / plan.scenario.training.steps
+    per_step = cluster.total(cluster.swarmx.down[-1].name + ".bytes") / plan.scenario.training.steps
     return per_step / one_copy / len(plan.micro_batches)
 
 
@@ -209,7 +215,7 @@ def _memory(plan) -> MemoryFootprint:
     )
 
 
-def _records(cluster: Cluster) -> list[KernelRecord]:
+def _records(cluster: Cluster, shift) -> list[KernelRecord]:
     plan = cluster.plan
     recs: list[KernelRecord] = []
     for p, t in zip(cluster.program, cluster.wafer.passes):
@@ -226,8 +232,8 @@ def _records(cluster: Cluster) -> list[KernelRecord]:
                 layer=op.layer,
                 phase=p.phase,
                 where="wafer",
-                start_s=t.start,
-                end_s=t.end,
+                start_s=shift(t.start),
+                end_s=shift(t.end),
                 bytes_in=t.bytes_in,
                 bytes_out=t.bytes_out,
                 cycles=t.cycles,
@@ -251,8 +257,8 @@ def _records(cluster: Cluster) -> list[KernelRecord]:
                 layer=kp.kernel.layer,
                 phase=j.kind,
                 where="memoryx",
-                start_s=j.start,
-                end_s=j.end,
+                start_s=shift(j.start),
+                end_s=shift(j.end),
                 bytes_in=j.read_bytes,
                 bytes_out=j.write_bytes,
                 cycles=0.0,

@@ -68,6 +68,7 @@ class Plan:
     kernel_of_op: dict[int, int]  # op position -> kernel index
     wafer_samples: list[int]  # samples on each wafer
     micro_batches: list[int]  # samples per micro-batch on the busiest wafer
+    simulated_micro_batches: list[int]  # indices of the micro-batches the SimPy run executes
     tokens_per_sample: int
     checkpointing: str
     sram_bytes_needed: float
@@ -82,6 +83,11 @@ class Plan:
     wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
 
     @property
+    def fold_copies(self) -> int:
+        """Micro-batches per step not simulated but repeated from micro-batch 3's measured period."""
+        return len(self.micro_batches) - len(self.simulated_micro_batches)
+
+    @property
     def tokens_per_micro_batch(self) -> list[int]:
         return [mb * self.tokens_per_sample for mb in self.micro_batches]
 
@@ -94,7 +100,14 @@ class Plan:
         return sum(k.nnz for k in self.kernels)
 
 
-def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> Plan:
+#: Fold only when it removes at least this many micro-batches per step.
+FOLD_MIN_COPIES = 2
+#: Micro-batches simulated when folding: 0 and 1 settle after the iteration boundary, 2 and 3 are
+#: compared to prove the period, the last one carries the update.
+FOLDED_PREFIX = 4
+
+
+def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True) -> Plan:
     """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
 
     Parameters
@@ -102,6 +115,8 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None)
     profiles
         Real non-zero profiles by kernel name (from numerics masks).  Kernels
         not given are dense or sampled from an i.i.d. mask of their density.
+    fold
+        Allow folding of identical micro-batches (``simulation.fold_micro_batches`` must also be on).
     """
     s = scenario
     hw, tr = s.hardware, s.training
@@ -183,7 +198,11 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None)
                 ],
             )
     n_mb = math.ceil(busiest / mb)
-    micro_batches = [len(a) for a in np.array_split(np.arange(busiest), n_mb)]
+    # Gradient accumulation: full micro-batches, the remainder last (so the middle ones are identical).
+    micro_batches = [mb] * (n_mb - 1) + [busiest - mb * (n_mb - 1)]
+    simulated = list(range(n_mb))
+    if fold and s.simulation.fold_micro_batches and n_mb - (FOLDED_PREFIX + 1) >= FOLD_MIN_COPIES:
+        simulated = list(range(FOLDED_PREFIX)) + [n_mb - 1]
     sram_needed = per_token * seq * max(micro_batches) + retained
 
     # MemoryX capacity and placement.
@@ -284,6 +303,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None)
         kernel_of_op=kernel_of_op,
         wafer_samples=wafer_samples,
         micro_batches=micro_batches,
+        simulated_micro_batches=simulated,
         tokens_per_sample=seq,
         checkpointing=mode,
         sram_bytes_needed=sram_needed,

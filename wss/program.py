@@ -57,8 +57,8 @@ def build_program(plan: Plan) -> list[Pass]:
         out.append(Pass(len(out), step, mb, pos, phase, kernel, streamed, waits, tokens))
 
     for step in range(plan.scenario.training.steps):
-        for mb, samples in enumerate(plan.micro_batches):
-            tokens = samples * plan.tokens_per_sample
+        for mb in plan.simulated_micro_batches:
+            tokens = plan.micro_batches[mb] * plan.tokens_per_sample
             for pos in range(len(ops)):
                 add(step, mb, pos, "forward", tokens)
             seen: set[int] = set()

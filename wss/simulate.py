@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import Cluster, run_cluster
+from .fold import FoldMismatch
 from .measure import measure
 from .plan import Plan, make_plan
 from .results import NumericsSummary, Result
@@ -39,8 +40,9 @@ def simulate_detailed(
     """Simulate and also return the finished :class:`~wss.cluster.Cluster`.
 
     With ``record`` every link, MemoryX and the wafer keep their spans
-    (start, end, pass, bytes), which traces and timelines are drawn from.
-    The Result is identical to :func:`simulate`'s.
+    (start, end, pass, bytes), which traces and timelines are drawn from;
+    recording also simulates every micro-batch (no folding), so spans and
+    the Result share one time axis.
     """
     from . import __version__
 
@@ -52,6 +54,9 @@ def simulate_detailed(
 
         outcome, profiles = run_numerics(s)
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
-    p = make_plan(s, profiles)
-    cluster = run_cluster(p, record=record)
+    p = make_plan(s, profiles, fold=not record)
+    try:
+        cluster = run_cluster(p, record=record)
+    except FoldMismatch:
+        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record)
     return measure(cluster, __version__, numerics), cluster

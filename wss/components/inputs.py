@@ -34,7 +34,7 @@ class InputWorkers:
         else:
             first = plan.kernels[0].kernel
             self.bytes_per_sample = first.in_features * PRECISION_BYTES[s.training.activation_precision]
-        keys = [(step, mb) for step in range(s.training.steps) for mb in range(len(plan.micro_batches))]
+        keys = [(step, mb) for step in range(s.training.steps) for mb in plan.simulated_micro_batches]
         self.keys = keys
         self.ready = {k: env.event() for k in keys}
         self.mb_started = {k: env.event() for k in keys}

@@ -68,6 +68,8 @@ class Wafer:
         self.passes: list[PassTiming] = []
         self.compute_s = 0.0
         self.loss_times: dict[tuple[int, int], float] = {}
+        #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
+        self.on_micro_batch_start = None
 
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet
@@ -98,6 +100,8 @@ class Wafer:
             timing = PassTiming()
             self.passes.append(timing)
             if p.op == 0 and p.phase == "forward":
+                if self.on_micro_batch_start is not None:
+                    self.on_micro_batch_start(p.step, p.micro_batch)
                 self.mb_started[(p.step, p.micro_batch)].succeed()
                 t0 = env.now
                 yield self.input_ready[(p.step, p.micro_batch)]

@@ -51,6 +51,11 @@ class SimulationConfig(Frozen):
     buffer_chunks: PosInt = Field(
         2, description="Chunks each link and the wafer intake can buffer (credit flow control)."
     )
+    fold_micro_batches: bool = Field(
+        True,
+        description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
+        "for the identical ones in between (checked for periodicity; falls back to simulating all).",
+    )
 
 
 class NumericsConfig(Frozen):

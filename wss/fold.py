@@ -1,0 +1,95 @@
+"""Folding identical micro-batches: simulate a few, repeat the measured period.
+
+A wafer with ``n`` micro-batches per step runs ``n`` identical forward and
+backward sweeps in a row.  After the iteration boundary settles, consecutive
+micro-batches repeat the same pattern exactly (the same chunks, the same
+compute, the same accumulation jobs), so simulating them all adds events but
+no information.  With folding on, the run executes micro-batches 0, 1, 2, 3
+and the last one; the ``n - 5`` identical ones between 3 and the last are
+inserted as copies of micro-batch 3's interval: every counter (busy time,
+bytes) grows by the interval's delta per copy, every time after the
+insertion point shifts by the interval's length per copy.
+
+The fold is checked, not assumed: micro-batch 2's and 3's intervals must be
+identical in length and in every counter (relative 1e-9).  Where they are
+not (e.g. an optimizer backlog that grows from one micro-batch to the next),
+:func:`analyse` raises :class:`FoldMismatch` and the caller simulates every
+micro-batch instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse"]
+
+REL_TOL = 1e-9
+
+
+class FoldMismatch(Exception):
+    """Micro-batches 2 and 3 differ: the run is not periodic and must not be folded."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters of every part at the moment the wafer starts a micro-batch."""
+
+    time: float
+    timeline_len: int
+    counters: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StepFold:
+    """The inserted copies of one step."""
+
+    at: float  # simulated time where the copies go (start of the last micro-batch)
+    period: float  # length of one copy
+    deltas: dict[str, float]  # counter growth per copy
+    breakdown: dict[str, float]  # wafer time per cause in one copy
+
+
+@dataclass(frozen=True)
+class Fold:
+    copies: int
+    steps: list[StepFold]
+
+    def shift(self, t: float) -> float:
+        """Map a simulated time to the unfolded time axis."""
+        return t + sum(self.copies * f.period for f in self.steps if t >= f.at)
+
+    def extra(self, counter: str) -> float:
+        """Total growth of a counter from all copies of all steps."""
+        return sum(self.copies * f.deltas.get(counter, 0.0) for f in self.steps)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-300)
+
+
+def analyse(
+    snapshots: dict[tuple[int, int], Snapshot],
+    timeline: list[tuple[float, float, str, int]],
+    steps: int,
+    last_mb: int,
+    copies: int,
+) -> Fold:
+    """Measure each step's period from micro-batch 3 and check it against micro-batch 2."""
+    folds = []
+    for step in range(steps):
+        s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
+        p2, p3 = s3.time - s2.time, s4.time - s3.time
+        if not _close(p2, p3):
+            raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
+        deltas = {}
+        for key, end in s4.counters.items():
+            d3 = end - s3.counters[key]
+            d2 = s3.counters[key] - s2.counters[key]
+            if not _close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
+                raise FoldMismatch(f"step {step}: {key} grew by {d2!r} in micro-batch 2 but {d3!r} in 3")
+            deltas[key] = d3
+        breakdown: dict[str, float] = {}
+        for a, b, cause, _ in timeline[s3.timeline_len : s4.timeline_len]:
+            breakdown[cause] = breakdown.get(cause, 0.0) + (b - a)
+        folds.append(StepFold(at=s4.time, period=p3, deltas=deltas, breakdown=breakdown))
+    return Fold(copies=copies, steps=folds)
