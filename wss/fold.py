@@ -53,10 +53,20 @@ class StepFold:
 class Fold:
     copies: int
     steps: list[StepFold]
+    last_micro_batch: int
 
-    def shift(self, t: float) -> float:
-        """Map a simulated time to the unfolded time axis."""
-        return t + sum(self.copies * f.period for f in self.steps if t >= f.at)
+    def shift_of(self, step: int, micro_batch: int) -> float:
+        """How far everything belonging to (step, micro-batch) moves on the unfolded axis.
+
+        The copies of step ``s`` sit before its last micro-batch, so the last
+        micro-batch of ``s`` and all later steps move; micro-batches 0-3 of
+        ``s`` do not, even when their MemoryX work runs past the fold point.
+        """
+        return sum(
+            self.copies * f.period
+            for k, f in enumerate(self.steps)
+            if step > k or (step == k and micro_batch == self.last_micro_batch)
+        )
 
     def extra(self, counter: str) -> float:
         """Total growth of a counter from all copies of all steps."""
@@ -92,4 +102,4 @@ def analyse(
         for a, b, cause, _ in timeline[s3.timeline_len : s4.timeline_len]:
             breakdown[cause] = breakdown.get(cause, 0.0) + (b - a)
         folds.append(StepFold(at=s4.time, period=p3, deltas=deltas, breakdown=breakdown))
-    return Fold(copies=copies, steps=folds)
+    return Fold(copies=copies, steps=folds, last_micro_batch=last_mb)

@@ -26,13 +26,17 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     opt = cluster.optimizer
 
     fold = cluster.fold
-    shift = fold.shift if fold is not None else (lambda t: t)
+
+    def shift(step: int, micro_batch: int) -> float:
+        return fold.shift_of(step, micro_batch) if fold is not None else 0.0
+
+    last_mb = len(plan.micro_batches) - 1
 
     ends_sim = []
     for step in range(n_steps):
         ends_sim.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
     total_sim = ends_sim[-1]
-    ends = [shift(e) for e in ends_sim]
+    ends = [e + shift(step, last_mb) for step, e in enumerate(ends_sim)]
     total = ends[-1]
     starts = [0.0] + ends[:-1]
 
@@ -64,7 +68,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
     steps = []
     for i in range(n_steps):
-        loss_times = [shift(t) for (st, _), t in cluster.wafer.loss_times.items() if st == i]
+        loss_times = [t + shift(st, mb) for (st, mb), t in cluster.wafer.loss_times.items() if st == i]
         steps.append(
             StepRecord(
                 step=i,
@@ -232,8 +236,8 @@ def _records(cluster: Cluster, shift) -> list[KernelRecord]:
                 layer=op.layer,
                 phase=p.phase,
                 where="wafer",
-                start_s=shift(t.start),
-                end_s=shift(t.end),
+                start_s=t.start + shift(p.step, p.micro_batch),
+                end_s=t.end + shift(p.step, p.micro_batch),
                 bytes_in=t.bytes_in,
                 bytes_out=t.bytes_out,
                 cycles=t.cycles,
@@ -257,8 +261,8 @@ def _records(cluster: Cluster, shift) -> list[KernelRecord]:
                 layer=kp.kernel.layer,
                 phase=j.kind,
                 where="memoryx",
-                start_s=shift(j.start),
-                end_s=shift(j.end),
+                start_s=j.start + shift(j.step, j.micro_batch),
+                end_s=j.end + shift(j.step, j.micro_batch),
                 bytes_in=j.read_bytes,
                 bytes_out=j.write_bytes,
                 cycles=0.0,

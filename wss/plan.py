@@ -169,7 +169,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         mode = modes[-1] if has_blocks else "none"
         per_token = _activation_elements_per_token(ops, mode) * act_b
         raise InfeasibleError(
-            "<scenario>",
+            _source(s),
             [
                 FieldProblem(
                     "training.micro_batch",
@@ -188,7 +188,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         mb = min(tr.micro_batch, busiest)
         if mb > max_mb:
             raise InfeasibleError(
-                "<scenario>",
+                _source(s),
                 [
                     FieldProblem(
                         "training.micro_batch",
@@ -216,7 +216,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     total_state = float(sum(state))
     if total_state > mx.capacity_bytes:
         raise InfeasibleError(
-            "<scenario>",
+            _source(s),
             [
                 FieldProblem(
                     "hardware.memoryx",
@@ -243,7 +243,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         flash_used = sum(b for b, t in zip(state, tiers) if t == "flash")
         if flash_used > mx.flash_total_bytes:
             raise InfeasibleError(
-                "<scenario>",
+                _source(s),
                 [
                     FieldProblem(
                         "hardware.memoryx",
@@ -317,6 +317,11 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
         wafer_op_seconds=wafer_op_seconds,
     )
+
+
+def _source(s: Scenario) -> str:
+    """How errors name a scenario after loading (the CLI replaces it with the file path)."""
+    return f"<scenario {s.name!r}>"
 
 
 def _stream_bytes(k: StreamedKernel, p: NnzProfile, b_w: int) -> tuple[float, bool]:

@@ -84,6 +84,8 @@ class MemoryX:
             kp = self.plan.kernels[p.kernel]
             if kp.tier != "flash":
                 continue
+            if p.waits_for_update:  # never read weights the optimizer is still updating
+                yield self.optimizer.done_event(p.kernel, p.step - 1)
             per_chunk = kp.read_bytes / kp.n_chunks
             for c in range(kp.n_chunks):
                 yield self.staging.get(self._staged(per_chunk))

@@ -76,19 +76,36 @@ def load_scenario(
     if not isinstance(raw, dict):
         raise ScenarioError(label, [FieldProblem("", f"a scenario is a mapping, got {type(raw).__name__}")])
 
+    pairs: list[tuple[str, Any]] = []
     if overrides:
-        pairs = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o, label) for o in overrides)
-        raw = apply_overrides(raw, pairs, label)
-
+        items = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o, label) for o in overrides)
+        pairs = list(items)
+    # Overrides that choose a preset apply first; the rest apply to the resolved mapping, so they can
+    # reach into a preset (e.g. workload.model.layers.2.sparsity on a preset model).
+    selectors = [(k, v) for k, v in pairs if _selects_preset(k, v)]
+    fields = [(k, v) for k, v in pairs if not _selects_preset(k, v)]
+    raw = apply_overrides(raw, selectors, label)
     raw = _resolve_presets(raw, label, lines)
+    raw = apply_overrides(raw, fields, label)
+    overridden = [k for k, _ in pairs]
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(label, _problems_from(exc, lines)) from None
+        raise ScenarioError(label, _problems_from(exc, lines, overridden)) from None
     problems = _cross_checks(scenario)
     if problems:
-        raise ScenarioError(label, [_with_line(p, lines) for p in problems])
+        raise ScenarioError(label, [_with_line(p, lines, overridden) for p in problems])
     return scenario
+
+
+def _selects_preset(key: str, value: Any) -> bool:
+    """Does this override choose a preset (rather than set a field)?"""
+    parts = key.split(".")
+    if parts[-1] == "preset":
+        return True
+    if isinstance(value, str) and key in {"hardware", "workload.model"}:
+        return True
+    return isinstance(value, str) and len(parts) == 2 and parts[0] == "hardware" and parts[1] in _PART_KINDS
 
 
 def parse_override(text: str, label: str = "--set") -> tuple[str, Any]:
@@ -113,10 +130,11 @@ def apply_overrides(raw: dict[str, Any], pairs: Any, label: str = "<overrides>")
             if not isinstance(node, dict):
                 raise ScenarioError(label, [FieldProblem(key, f"{'.'.join(parts[:depth])} is not a mapping")])
             child = node.get(part)
-            if child is None or isinstance(child, str) and part == "model":
-                # A preset name (e.g. workload.model: gpt3-1.3b) becomes a mapping when a sub-field is set.
-                child = {} if child is None else {"preset": child}
-                node[part] = child
+            if child is None:
+                child = node[part] = {}
+            elif isinstance(child, str):
+                # A bare preset name (hardware: cs2-cluster) becomes a mapping when a sub-field is set.
+                child = node[part] = {"preset": child}
             node = child
         last = parts[-1]
         if isinstance(node, list):
@@ -197,7 +215,13 @@ def _preset(kind: str, name: Any, path: tuple[str, ...], label: str, lines: dict
         raise ScenarioError(label, [_with_line(FieldProblem(".".join(path), str(exc)), lines)]) from None
 
 
-def _with_line(problem: FieldProblem, lines: dict[tuple[str, ...], int]) -> FieldProblem:
+def _with_line(
+    problem: FieldProblem, lines: dict[tuple[str, ...], int], overridden: list[str] | tuple[str, ...] = ()
+) -> FieldProblem:
+    """Attach the YAML line of the field, or say it came from an override."""
+    for key in overridden:
+        if problem.path == key or problem.path.startswith(key + "."):
+            return FieldProblem(problem.path, f"{problem.message} [from --set {key}]")
     parts = tuple(problem.path.split(".")) if problem.path else ()
     while parts and parts not in lines:
         parts = parts[:-1]
@@ -205,7 +229,7 @@ def _with_line(problem: FieldProblem, lines: dict[tuple[str, ...], int]) -> Fiel
     return FieldProblem(problem.path, problem.message, line)
 
 
-def _problems_from(exc: ValidationError, lines: dict) -> list[FieldProblem]:
+def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> list[FieldProblem]:
     problems = []
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err["loc"]]
@@ -218,7 +242,7 @@ def _problems_from(exc: ValidationError, lines: dict) -> list[FieldProblem]:
             msg = "required field is missing"
         if "input" in err and err["type"] not in {"missing", "extra_forbidden"} and not isinstance(err["input"], (dict, list)):
             msg = f"{msg} (got {err['input']!r})"
-        problems.append(_with_line(FieldProblem(".".join(loc), msg), lines))
+        problems.append(_with_line(FieldProblem(".".join(loc), msg), lines, overridden))
     return problems
 
 

@@ -105,7 +105,7 @@ class ModelConfig(Frozen):
         "tokens", description="'tokens': a sample is seq_len token ids; 'features': a sample is one feature vector."
     )
     seq_len: PosInt | None = Field(None, description="Default sequence length for token models.")
-    layers: list[Layer] = Field(min_length=1, description="Layers in forward order.")
+    layers: tuple[Layer, ...] = Field(min_length=1, description="Layers in forward order.")
 
     @model_validator(mode="after")
     def _widths_chain(self) -> "ModelConfig":

@@ -35,6 +35,26 @@ _Loader.add_implicit_resolver(
 )
 
 
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    """Build a mapping, refusing a key given twice (YAML would silently keep the last)."""
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        line = key_node.start_mark.line + 1
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
+            )
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_Loader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    lambda loader, node: _construct_mapping(loader, node, deep=True),
+)
+
+
 def safe_load_text(text: str, source: str) -> Any:
     """Parse YAML text; a syntax error becomes a ScenarioError naming file and line."""
     try:

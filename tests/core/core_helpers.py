@@ -1,0 +1,119 @@
+"""Helpers shared by the core tests (imported as ``core_helpers``; conftest.py only holds fixtures).
+
+Scenarios are plain dicts (what ``wss.load_scenario`` and ``wss.simulate`` accept), kept tiny so the
+whole suite runs in well under a minute.  Hardware fields are overridden where a test needs a closed
+form to be exact (zero hop latency, huge bandwidths, ...).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "scenarios"
+
+#: Practically infinite bandwidth / rate, used to take a part out of the critical path.
+HUGE = 1e18
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """Merge ``over`` onto a copy of ``base`` (mappings key by key, anything else replaces)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def dense_model(*widths: int, name: str = "mlp", activation: str = "none") -> dict:
+    """An inline feature model of dense layers: widths (4096, 4096) is one 4096 x 4096 kernel."""
+    layers = [
+        {"kind": "dense", "in_features": a, "out_features": b, "activation": activation}
+        for a, b in zip(widths, widths[1:])
+    ]
+    return {"name": name, "input": "features", "layers": layers}
+
+
+def scenario_dict(
+    model: Any = None,
+    wafers: int = 1,
+    global_batch: int | None = None,
+    steps: int = 1,
+    optimizer: str = "sgd",
+    **over: Any,
+) -> dict:
+    """A tiny scenario on the cs2-cluster preset; ``over`` is deep-merged on top (e.g. hardware=...)."""
+    base = {
+        "name": "tiny",
+        "hardware": {"preset": "cs2-cluster", "wafers": wafers},
+        "workload": {"model": model if model is not None else dense_model(256, 256)},
+        "training": {
+            "global_batch": global_batch if global_batch is not None else wafers,
+            "optimizer": optimizer,
+            "steps": steps,
+        },
+    }
+    return deep_merge(base, over)
+
+
+def ideal_hardware(**over: Any) -> dict:
+    """Hardware overrides that remove every stage but the ones a test wants: huge bandwidths, no latency."""
+    base = {
+        "wafer": {"io_bandwidth_Bps": HUGE},
+        "memoryx": {"dram_bandwidth_Bps": HUGE, "network_bandwidth_Bps": HUGE, "optimizer_flops": HUGE},
+        "swarmx": {"link_bandwidth_Bps": HUGE, "hop_latency_s": 0.0},
+        "inputs": {"bandwidth_Bps": HUGE, "latency_s": 0.0},
+    }
+    return deep_merge(base, over)
+
+
+def wss_command() -> list[str]:
+    """The installed ``wss`` console script (the real entry point), else ``python -m wss``."""
+    script = Path(sys.executable).with_name("wss")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "wss"]
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONWARNINGS", None)
+    env["PYTHONHASHSEED"] = "random"
+    return env
+
+
+def run_wss(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the ``wss`` command once and capture its output."""
+    return subprocess.run(
+        [*wss_command(), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=cli_env()
+    )
+
+
+def run_wss_parallel(jobs: dict[str, tuple[list[str], Path]], timeout: float = 180) -> dict[str, subprocess.CompletedProcess]:
+    """Run several ``wss`` commands at once (the machine has several cores); results by job key."""
+    procs = {}
+    for key, (args, cwd) in jobs.items():
+        procs[key] = (
+            args,
+            subprocess.Popen(
+                [*wss_command(), *map(str, args)],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=cli_env(),
+            ),
+        )
+    out = {}
+    for key, (args, proc) in procs.items():
+        stdout, stderr = proc.communicate(timeout=timeout)
+        out[key] = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
+    return out
+

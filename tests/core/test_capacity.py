@@ -1,0 +1,144 @@
+"""Capacity checks of the static plan: MemoryX, flash placement, wafer SRAM and micro-batching."""
+
+from __future__ import annotations
+
+import pytest
+
+import wss
+from wss import InfeasibleError, ScenarioError
+
+from core_helpers import SCENARIOS, dense_model, scenario_dict
+
+GPT3_175B_ON_ONE_SMALL_MEMORYX = scenario_dict(
+    model="gpt3-175b",
+    global_batch=4,
+    optimizer="adamw",
+    training={"seq_len": 2048},
+    hardware={"memoryx": {"preset": "memoryx-4tb", "shards": 1}},
+)
+
+
+def single_problem(err: ScenarioError):
+    assert len(err.problems) == 1, err.problems
+    return err.problems[0]
+
+
+# ---------------------------------------------------------------------------- MemoryX
+
+
+def test_model_larger_than_memoryx_is_infeasible():
+    with pytest.raises(InfeasibleError) as info:
+        wss.plan(GPT3_175B_ON_ONE_SMALL_MEMORYX)
+    problem = single_problem(info.value)
+    assert problem.path == "hardware.memoryx"
+    assert str(info.value).count("hardware.memoryx") == 1
+    assert "TB" in problem.message  # says how much is needed and how much there is
+    assert isinstance(info.value, ScenarioError)  # the CLI's one-message handling covers it
+    with pytest.raises(InfeasibleError):
+        wss.simulate(GPT3_175B_ON_ONE_SMALL_MEMORYX)
+
+
+def test_memoryx_capacity_boundary_is_exact():
+    # SGD keeps 2 fp32 scalars per weight: 1024 x 1024 x 8 B = 8 MiB of state
+    state = 1024 * 1024 * 8
+    fits = scenario_dict(model=dense_model(1024, 1024), hardware={"memoryx": {"shards": 2, "dram_capacity_bytes": state / 2}})
+    plan = wss.plan(fits)
+    assert plan.memoryx_state_bytes == state
+    assert plan.memoryx_dram_bytes == state and plan.memoryx_flash_bytes == 0
+    too_small = scenario_dict(
+        model=dense_model(1024, 1024), hardware={"memoryx": {"shards": 2, "dram_capacity_bytes": state / 2 - 1}}
+    )
+    with pytest.raises(InfeasibleError, match="hardware.memoryx"):
+        wss.plan(too_small)
+
+
+def test_optimizer_state_sets_the_memoryx_footprint():
+    per_weight = {"sgd": 8, "momentum": 12, "adam": 16, "adamw": 16}  # fp32 scalars: Adam = w, g, m, v = 16 B
+    for optimizer, b in per_weight.items():
+        plan = wss.plan(scenario_dict(model=dense_model(256, 512), optimizer=optimizer))
+        assert plan.memoryx_state_bytes == 256 * 512 * b, optimizer
+
+
+def test_flash_holds_what_dram_cannot_and_first_kernels_stay_in_dram():
+    # 4 kernels of 2048 x 2048 with SGD: 32 MiB of state each
+    model = dense_model(2048, 2048, 2048, 2048, 2048)
+    raw = scenario_dict(model=model, hardware={"memoryx": {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 1e9}})
+    plan = wss.plan(raw)
+    each = 2048 * 2048 * 8
+    # DRAM keeps 25% as prefetch staging: 75 MB left for state, i.e. two kernels
+    assert plan.staging_bytes == pytest.approx(0.25e8)
+    assert [k.tier for k in plan.kernels] == ["dram", "dram", "flash", "flash"]
+    assert plan.memoryx_dram_bytes == 2 * each and plan.memoryx_flash_bytes == 2 * each
+
+
+def test_flash_too_small_after_staging_is_infeasible():
+    model = dense_model(2048, 2048, 2048, 2048, 2048)
+    # 134 MB of state fits 100 MB DRAM + 40 MB flash, but not once DRAM keeps 25 MB for staging
+    raw = scenario_dict(model=model, hardware={"memoryx": {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 4e7}})
+    with pytest.raises(InfeasibleError) as info:
+        wss.plan(raw)
+    problem = single_problem(info.value)
+    assert problem.path == "hardware.memoryx"
+    assert "flash" in problem.message
+
+
+# ---------------------------------------------------------------------------- wafer SRAM
+
+
+def test_activations_that_do_not_fit_even_one_sample_are_infeasible():
+    raw = wss.load_scenario(SCENARIOS / "brain_120t.yaml", ["training.seq_len=2048", "hardware.wafers=1",
+                                                           "training.global_batch=1"])
+    with pytest.raises(InfeasibleError) as info:
+        wss.plan(raw)
+    problem = single_problem(info.value)
+    assert problem.path == "training.micro_batch"
+    assert "one sample" in problem.message
+    assert "GB" in problem.message
+
+
+def test_tiny_wafer_cannot_hold_one_sample_of_a_small_model():
+    raw = scenario_dict(model="fc-mnist", hardware={"wafer": {"core_rows": 4, "core_cols": 4, "sram_per_core_bytes": 128}})
+    with pytest.raises(InfeasibleError) as info:
+        wss.plan(raw)
+    assert single_problem(info.value).path == "training.micro_batch"
+
+
+def test_explicit_micro_batch_too_large_is_infeasible():
+    base = scenario_dict(model="gpt3-1.3b", global_batch=64, optimizer="adamw", training={"seq_len": 2048})
+    auto = wss.plan(base)
+    largest = max(auto.micro_batches)
+    ok = wss.plan(scenario_dict(model="gpt3-1.3b", global_batch=64, training={"seq_len": 2048, "micro_batch": largest}))
+    assert max(ok.micro_batches) == largest
+    with pytest.raises(InfeasibleError) as info:
+        wss.plan(scenario_dict(model="gpt3-1.3b", global_batch=64, training={"seq_len": 2048, "micro_batch": largest + 1}))
+    problem = single_problem(info.value)
+    assert problem.path == "training.micro_batch"
+    assert f"at most {largest} fit" in problem.message
+
+
+@pytest.mark.parametrize("model, batch", [("gpt3-125m", 64), ("gpt3-1.3b", 64), ("bert-large", 256)])
+def test_auto_micro_batch_is_the_largest_that_fits(model, batch):
+    plan = wss.plan(scenario_dict(model=model, global_batch=batch, training={"seq_len": 2048}))
+    mb = max(plan.micro_batches)
+    assert len(plan.micro_batches) > 1  # the cap is active: the whole shard does not fit
+    assert sum(plan.micro_batches) == batch
+    assert plan.micro_batches[:-1] == [mb] * (len(plan.micro_batches) - 1)  # full ones first, the remainder last
+    assert plan.sram_bytes_needed <= plan.sram_bytes_available
+    per_sample = plan.sram_bytes_needed / mb
+    assert per_sample * (mb + 1) > plan.sram_bytes_available  # one more sample would not fit
+    assert plan.checkpointing == "none"
+
+
+def test_auto_micro_batch_takes_the_whole_shard_when_it_fits():
+    plan = wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256))
+    assert plan.micro_batches == [64]
+    explicit = wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256, training={"micro_batch": 1000}))
+    assert explicit.micro_batches == [64]  # never more than the shard
+
+
+def test_auto_checkpointing_switches_to_blocks_when_one_sample_does_not_fit():
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml")
+    plan = wss.plan(s)
+    assert plan.checkpointing == "blocks"
+    with pytest.raises(InfeasibleError, match="training.micro_batch"):
+        wss.plan(wss.load_scenario(s, {"training.activation_checkpointing": "none"}))

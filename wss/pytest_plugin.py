@@ -1,0 +1,124 @@
+"""pytest plugin: the ``wss_timing`` fixture checks scenarios against their timing baselines.
+
+::
+
+    def test_gpt3(wss_timing):
+        wss_timing.check("scenarios/gpt3_175b.yaml", rtol=0.01)
+
+Scenario paths and the ini option are relative to the rootdir; the baselines
+folder comes from ``--wss-baselines DIR`` (relative to the invocation folder),
+else the ``wss_baselines`` ini option, else ``baselines/``.  A regression fails
+the test with the same table as ``wss check``; a missing or stale baseline
+fails it with the message of ``wss check``.  Improvements pass and are listed
+in the terminal summary.  ``pytest --wss-update-baselines`` re-records the
+baselines instead of comparing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from .check import (
+    Comparison,
+    MissingBaseline,
+    StaleBaseline,
+    baseline_path,
+    check_scenario,
+    format_table,
+    record_baseline,
+    save_baseline,
+)
+from .errors import WssError
+
+__all__ = ["WssTiming", "wss_timing"]
+
+_NOTES = pytest.StashKey[list[str]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("wss", "wss timing-regression checks")
+    group.addoption("--wss-baselines", dest="wss_baselines", default=None, metavar="DIR",
+                    help="folder of wss baseline files (default: the wss_baselines ini option, else baselines/)")
+    group.addoption("--wss-update-baselines", dest="wss_update_baselines", action="store_true", default=False,
+                    help="re-record the wss baselines the wss_timing fixture checks instead of comparing")
+    parser.addini("wss_baselines", "folder of wss baseline files, relative to the rootdir", default="baselines")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_NOTES] = []
+
+
+class WssTiming:
+    """What the ``wss_timing`` fixture returns."""
+
+    def __init__(self, baselines_dir: Path, rootdir: Path, update: bool, notes: list[str]):
+        self.baselines_dir = baselines_dir
+        self.rootdir = rootdir
+        self.update = update
+        self._notes = notes
+
+    def check(
+        self,
+        scenario: str | Path,
+        rtol: float = 0.01,
+        metric_tolerances: Mapping[str, float] | None = None,
+    ) -> Comparison | None:
+        """Simulate ``scenario`` and fail the test if a metric regressed beyond tolerance.
+
+        Returns the :class:`~wss.check.Comparison`, or None when re-recording
+        with ``--wss-update-baselines``.
+        """
+        path = Path(scenario)
+        if not path.is_absolute():
+            path = self.rootdir / path
+        try:
+            if self.update:
+                dest = save_baseline(record_baseline(path), baseline_path(self.baselines_dir, path))
+                self._notes.append(f"updated {dest}")
+                return None
+            comparison = check_scenario(path, self.baselines_dir, rtol, metric_tolerances)
+        except (MissingBaseline, StaleBaseline) as exc:
+            pytest.fail(f"wss timing: {exc}; from pytest: --wss-update-baselines", pytrace=False)
+        except WssError as exc:
+            pytest.fail(f"wss timing: {exc}", pytrace=False)
+        if comparison.unmatched_tolerances:
+            pytest.fail(f"wss timing: metric_tolerances key(s) {', '.join(comparison.unmatched_tolerances)} "
+                        f"match no metric of {scenario}", pytrace=False)
+        if not comparison.ok:
+            pytest.fail(
+                f"wss timing of {scenario} regressed ({len(comparison.regressed)} of {len(comparison.rows)} metrics "
+                f"beyond tolerance):\n{format_table(comparison)}",
+                pytrace=False,
+            )
+        if comparison.notable:
+            self._notes.append(
+                f"{scenario}: better or changed beyond tolerance (not a failure); "
+                f"refresh with --wss-update-baselines\n{format_table(comparison)}"
+            )
+        return comparison
+
+
+def _baselines_dir(config: pytest.Config) -> Path:
+    option = config.getoption("wss_baselines")
+    if option:
+        return Path(config.invocation_params.dir) / option
+    return config.rootpath / str(config.getini("wss_baselines"))
+
+
+@pytest.fixture
+def wss_timing(request: pytest.FixtureRequest) -> WssTiming:
+    """Check wss scenarios against their committed timing baselines: ``wss_timing.check(path, rtol=0.01)``."""
+    config = request.config
+    return WssTiming(_baselines_dir(config), config.rootpath, bool(config.getoption("wss_update_baselines")),
+                     config.stash[_NOTES])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    notes = config.stash.get(_NOTES, [])
+    if notes:
+        terminalreporter.section("wss timing")
+        for note in notes:
+            terminalreporter.write_line(note)
