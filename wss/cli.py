@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, see_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
 from .results import atomic_write_text
@@ -34,12 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("-o", "--out", type=Path, default=None, metavar="OUTDIR",
                      help="folder for result.json (default: out/<scenario name>)")
     sim.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    see_cli.extend_simulate(sim)
 
     val = sub.add_parser("validate", help="check a scenario (schema, capacities, SRAM) without running it")
     val.add_argument("scenario", type=Path)
     val.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
 
     sub.add_parser("presets", help="list the shipped hardware and model presets")
+    see_cli.add_commands(sub)
     return ap
 
 
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             return _validate(args)
         if args.command == "presets":
             return _presets()
+        if args.command in see_cli.COMMANDS:
+            return see_cli.run(args)
     except WssError as exc:
         print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -69,16 +73,14 @@ def _relabel(exc: WssError, path: Path | None) -> str:
 
 
 def _simulate(args) -> int:
-    from .simulate import simulate
-
     scenario = load_scenario(args.scenario, args.overrides)
-    result = simulate(scenario)
+    result, recorded = see_cli.simulate(scenario, args)
     out = args.out if args.out is not None else Path("out") / _safe_name(scenario.name)
     path = atomic_write_text(out / "result.json", result.to_json())
     if not args.quiet:
         print(format_result(result))
         print(f"  wrote        {path}")
-    return 0
+    return see_cli.after_simulate(args, result, recorded, outdir=out)
 
 
 def _validate(args) -> int:

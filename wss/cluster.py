@@ -15,6 +15,7 @@ Each part is a class owning its SimPy resources and processes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simpy
@@ -76,10 +77,11 @@ class Cluster:
         return value + (self.fold.extra(counter) if self.fold is not None else 0.0)
 
 
-def run_cluster(plan: Plan, record: bool = False) -> Cluster:
+def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
     """Simulate every step of the plan; return the parts with their measurements.
 
     With ``record`` the links and MemoryX keep every span (for traces).
+    ``progress`` is called with the fraction of the program done.
     """
     s = plan.scenario
     hw = s.hardware
@@ -95,6 +97,7 @@ def run_cluster(plan: Plan, record: bool = False) -> Cluster:
                       hw.swarmx.hop_latency_s, cap)
     inputs = InputWorkers(env, plan)
     wafer = Wafer(env, plan, program, cap, inputs.ready, inputs.mb_started)
+    wafer.progress = progress
 
     if record:
         memoryx.record()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,17 @@ def simulate(scenario: Scenario | Mapping[str, Any] | str | Path) -> Result:
 
 
 def simulate_detailed(
-    scenario: Scenario | Mapping[str, Any] | str | Path, record: bool = True
+    scenario: Scenario | Mapping[str, Any] | str | Path,
+    record: bool = True,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[Result, Cluster]:
     """Simulate and also return the finished :class:`~wss.cluster.Cluster`.
 
     With ``record`` every link, MemoryX and the wafer keep their spans
     (start, end, pass, bytes), which traces and timelines are drawn from;
     recording also simulates every micro-batch (no folding), so spans and
-    the Result share one time axis.
+    the Result share one time axis.  ``progress`` is called with the fraction
+    of the run done (monotone, ending at 1.0); it does not change the Result.
     """
     from . import __version__
 
@@ -56,7 +59,7 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     p = make_plan(s, profiles, fold=not record)
     try:
-        cluster = run_cluster(p, record=record)
+        cluster = run_cluster(p, record=record, progress=progress)
     except FoldMismatch:
-        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record)
+        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)
     return measure(cluster, __version__, numerics), cluster

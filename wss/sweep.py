@@ -331,17 +331,16 @@ def _submit_all(pool: Any, tasks: Iterable[tuple[str, dict[str, Any]]], fidelity
     """
     finished: queue.SimpleQueue = queue.SimpleQueue()
     futures: dict[Any, str] = {}
-    handled = 0
+    seen: set[int] = set()
 
     def handle(fut: Any) -> None:
-        nonlocal handled
+        seen.add(id(fut))
         try:
             fields = fut.result()
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # worker crash, cancelled task or model bug: a 'failed' row, not a lost sweep
             fields = _failed(exc)
-        handled += 1
         on_done(futures[fut], fields)
 
     try:
@@ -353,15 +352,14 @@ def _submit_all(pool: Any, tasks: Iterable[tuple[str, dict[str, Any]]], fidelity
             fut.add_done_callback(finished.put)
             while not finished.empty():
                 handle(finished.get())
-        if all(callable(getattr(f, "add_done_callback", None)) for f in futures):
-            while handled < len(futures):
-                try:
-                    handle(finished.get(timeout=0.2))  # a timeout keeps Ctrl-C responsive
-                except queue.Empty:
-                    continue
-        else:  # futures without callbacks: wait for them in submission order
-            for fut in futures:
-                handle(fut)
+        for fut in futures:
+            if not callable(getattr(fut, "add_done_callback", None)):
+                handle(fut)  # futures without callbacks: wait for them in submission order
+        while len(seen) < len(futures):
+            try:
+                handle(finished.get(timeout=0.2))  # a timeout keeps Ctrl-C responsive
+            except queue.Empty:
+                continue
     except BaseException:
         for fut in futures:
             fut.cancel()

@@ -70,6 +70,8 @@ class Wafer:
         self.loss_times: dict[tuple[int, int], float] = {}
         #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
         self.on_micro_batch_start = None
+        #: Called with the fraction of passes done after each pass (creates no SimPy events).
+        self.progress = None
 
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet
@@ -99,14 +101,13 @@ class Wafer:
             self._pass = p.index
             timing = PassTiming()
             self.passes.append(timing)
+            timing.start = env.now
             if p.op == 0 and p.phase == "forward":
                 if self.on_micro_batch_start is not None:
                     self.on_micro_batch_start(p.step, p.micro_batch)
                 self.mb_started[(p.step, p.micro_batch)].succeed()
-                t0 = env.now
                 yield self.input_ready[(p.step, p.micro_batch)]
-                self._wait(t0, "input", timing)
-            timing.start = env.now
+                self._wait(timing.start, "input", timing)
             if p.kernel is None:
                 fwd, bwd = plan.wafer_op_seconds[(p.op, p.tokens)]
                 yield from self._compute(bwd if p.phase == "backward" else fwd, timing)
@@ -115,6 +116,8 @@ class Wafer:
             else:
                 yield from self._kernel(p, timing)
             timing.end = env.now
+            if self.progress is not None:
+                self.progress((p.index + 1) / len(self.program))
 
     def _kernel(self, p: Pass, timing: PassTiming):
         env = self.env

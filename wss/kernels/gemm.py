@@ -111,14 +111,6 @@ def _dense(W: SparseWeights, dtype: np.dtype) -> np.ndarray:
     return W._cache[key]
 
 
-def _flat_index(W: SparseWeights) -> np.ndarray:
-    """Row-major flat position of every non-zero in the dense matrix."""
-    key = ("structure", "flat")
-    if key not in W._cache:
-        W._cache[key] = W.row_ids().astype(np.intp) * W.shape[1] + W.indices
-    return W._cache[key]
-
-
 @dataclass(frozen=True)
 class _Padded:
     """Padded-row layout of a sparse matrix in one orientation.
@@ -319,7 +311,7 @@ def backward_weight(W: SparseWeights, X: np.ndarray, dY: np.ndarray, method: Met
     X, dY = X.astype(dtype, copy=False), dY.astype(dtype, copy=False)
     if _use_sparse(W, method):
         return _padded_weight_grad(W, X, dY, dtype)
-    return np.take((dY @ X.T).reshape(-1), _flat_index(W))
+    return np.take((dY @ X.T).reshape(-1), W.flat_indices())
 
 
 # ------------------------------------------------------------ reference path
