@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__, see_cli
+from . import __version__, check_cli, see_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
 from .results import atomic_write_text
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list the shipped hardware and model presets")
     see_cli.add_commands(sub)
+    check_cli.add_commands(sub)
     return ap
 
 
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             return _presets()
         if args.command in see_cli.COMMANDS:
             return see_cli.run(args)
+        if args.command in check_cli.COMMANDS:
+            return check_cli.run(args)
     except WssError as exc:
         print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -307,7 +307,7 @@ def _run_tasks(
         n = workers or os.cpu_count() or 1
         pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
         try:
-            _submit_all(pool, tasks, fidelity, source, on_done)
+            _submit_all(pool, tasks, fidelity, source, on_done, max_in_flight=n)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
@@ -321,13 +321,22 @@ def _run_tasks(
     _submit_all(executor, tasks, fidelity, source, on_done)
 
 
-def _submit_all(pool: Any, tasks: Iterable[tuple[str, dict[str, Any]]], fidelity: str, source, on_done) -> None:
+def _submit_all(
+    pool: Any,
+    tasks: Iterable[tuple[str, dict[str, Any]]],
+    fidelity: str,
+    source: str | None,
+    on_done: Callable[[str, dict[str, Any]], None],
+    max_in_flight: int | None = None,
+) -> None:
     """Submit every task, and hand each result to ``on_done`` as soon as it is in.
 
     Futures report through ``add_done_callback`` (concurrent.futures and Dask
     both have it) into a queue that this thread drains between submissions
-    and afterwards, so a point is cached within moments of finishing even
-    while later points are still being loaded and submitted.
+    and afterwards, so a point is cached moments after it finishes even while
+    later points are still being loaded.  ``max_in_flight`` bounds the points
+    handed over but not finished: a local pool then holds no queue of work
+    that would keep its processes busy after Ctrl-C.
     """
     finished: queue.SimpleQueue = queue.SimpleQueue()
     futures: dict[Any, str] = {}
@@ -343,6 +352,13 @@ def _submit_all(pool: Any, tasks: Iterable[tuple[str, dict[str, Any]]], fidelity
             fields = _failed(exc)
         on_done(futures[fut], fields)
 
+    def wait_one() -> None:
+        while True:
+            try:
+                return handle(finished.get(timeout=0.2))  # a timeout keeps Ctrl-C responsive
+            except queue.Empty:
+                continue
+
     try:
         for key, scenario in tasks:
             fut = pool.submit(run_point, scenario, fidelity, source)
@@ -352,14 +368,13 @@ def _submit_all(pool: Any, tasks: Iterable[tuple[str, dict[str, Any]]], fidelity
             fut.add_done_callback(finished.put)
             while not finished.empty():
                 handle(finished.get())
+            while max_in_flight and len(futures) - len(seen) >= max_in_flight:
+                wait_one()
         for fut in futures:
             if not callable(getattr(fut, "add_done_callback", None)):
                 handle(fut)  # futures without callbacks: wait for them in submission order
         while len(seen) < len(futures):
-            try:
-                handle(finished.get(timeout=0.2))  # a timeout keeps Ctrl-C responsive
-            except queue.Empty:
-                continue
+            wait_one()
     except BaseException:
         for fut in futures:
             fut.cancel()

@@ -66,6 +66,9 @@ class NumericsSpec:
         Precision of the weights as streamed to the wafers; masters stay fp32.
     seed
         The only source of randomness.
+    fan_out
+        SwarmX tree fan-out; fixes the order in which wafer gradients are
+        summed (see :func:`wss.numerics.swarmx.tree_reduce`).
     """
 
     layer_sizes: tuple[int, ...] = (784, 256, 256, 10)
@@ -85,6 +88,7 @@ class NumericsSpec:
     dataset: str = "teacher"
     stream_dtype: str = "float32"
     seed: int = 0
+    fan_out: int = 4
 
     def __post_init__(self) -> None:
         sizes = tuple(int(s) for s in self.layer_sizes)
@@ -120,6 +124,7 @@ class NumericsSpec:
             ("steps", self.steps >= 0),
             ("micro_batches", self.micro_batches >= 1),
             ("seed", self.seed >= 0),
+            ("fan_out", self.fan_out >= 2),
         )
         for name, ok in checks:
             if not ok:
