@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__, check_cli, see_cli
+from . import __version__, check_cli, fidelity_cli, see_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
 from .results import atomic_write_text
@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("presets", help="list the shipped hardware and model presets")
     see_cli.add_commands(sub)
     check_cli.add_commands(sub)
+    fidelity_cli.add_commands(sub)
     return ap
 
 
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             return see_cli.run(args)
         if args.command in check_cli.COMMANDS:
             return check_cli.run(args)
+        if args.command in fidelity_cli.COMMANDS:
+            return fidelity_cli.run(args)
     except WssError as exc:
         print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
         return EXIT_BAD_INPUT

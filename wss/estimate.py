@@ -9,7 +9,8 @@ simulates.  docs/fidelity.md derives every term and compares the result with the
 Per pass (forward, block recompute and backward of every kernel, in every micro-batch):
 
 * ``S`` - the weights' stream time over the slowest stage of the way down: MemoryX (DRAM read
-  and network, which overlap), each SwarmX level, the last edge capped by the wafer's I/O;
+  and network, which overlap), each SwarmX level, the last edge capped by the wafer's I/O; a
+  flash-resident kernel streams no faster than the flash channel reads it;
 * ``C`` - the wafer's cycles from the plan over the clock (the plan's busiest engine row, so
   the tail-worker effect is the plan's; non-weight work has only a ``C``);
 * ``U`` - the gradients' time over the slowest stage of the way up (backward passes);
@@ -18,9 +19,11 @@ Per pass (forward, block recompute and backward of every kernel, in every micro-
   last one before it ends, and it cannot hand gradients to a full way up.  ``lead`` is the
   stream work already done for this pass while the wafer was busy with earlier ones, ``lag``
   the gradient work still queued on the way up; both carry from pass to pass (Lindley's
-  recursion in fluid form) and are capped by what the buffers hold past the slowest stage
-  (``simulation.buffer_chunks`` per level).  This is one line of arithmetic per pass, not an
-  event simulation.
+  recursion in fluid form) and are capped by the chunks the buffers hold past the slowest
+  stage (``simulation.buffer_chunks`` per level).  A hop whose latency outlasts its ``b``
+  buffered chunks paces them: ``b + 1`` chunks per latency plus chunk (credit flow control).
+  One line of arithmetic per pass, not an event simulation; identical micro-batches are
+  computed once.
 
 Per step:
 
@@ -28,16 +31,17 @@ Per step:
   but the slowest (which the pass already counts) and one hop latency per hop;
 * **drain** - the first kernel's last gradient chunk climbs the tree to MemoryX after whatever
   gradient work is still queued;
-* **update** - MemoryX's optimizer is one FIFO server and the first kernel's update, which
-  arrives last, ends the step.  A FIFO queue ends at ``max_k (a_k + sum_{j >= k} s_j)`` over the
-  arrival and service times of its jobs (the last two micro-batches' accumulations and
-  updates); what exceeds the first kernel's own update is the optimizer-bound term;
-* **flash** - flash-resident kernels are read ahead over one flash channel that the optimizer's
-  flash reads share; a micro-batch needing more channel time than its passes take stretches to
-  it (the flash-bound term);
-* **input** - the run's first micro-batch waits for its input; the stream starts at the same
-  time, so the fill hides under it and the stream gets a head start.  Later micro-batches'
-  inputs arrive while the wafer works.
+* **update** - MemoryX's optimizer is one FIFO server taking every accumulation and update in
+  arrival order, and the first kernel's update, which arrives last, ends the step.  A FIFO
+  server free at ``f`` that gets jobs ``(a_j, s_j)`` is free again at
+  ``max(f, max_j (a_j - s_1 - ... - s_{j-1})) + sum_j s_j``: one line per micro-batch.  What
+  the step waits beyond the first kernel's own update is the optimizer-bound term;
+* **flash** - one flash channel serves every prefetch and every flash read of the optimizer;
+  when that work (and the updates left after its last read) outlasts the step, the step
+  stretches to it (the flash-bound term);
+* **input** - inputs are double-buffered: micro-batch ``m``'s transfer starts as the wafer
+  starts ``m - 1``, so the wafer waits ``max(0, input - previous micro-batch)``.  The run's first
+  micro-batch waits for its whole transfer while the stream starts (the fill hides under it).
 
 The simulator's ``step_time_s`` is the mean over ``training.steps`` steps, each holding one fill,
 one drain and one update of the first kernel (the iteration-boundary bubble); so is this.
@@ -82,6 +86,7 @@ class Estimate(BaseModel):
     terms_s: dict[str, float] = Field(description="The model's additive terms per step (see TERMS); sum to step_time_s.")
     stream_bottleneck: str = Field(description="Slowest stage on the first kernel's way down (memoryx or swarmx.lN).")
     micro_batches: int = Field(description="Micro-batches per step on the busiest wafer.")
+    tokens_per_sample: int = Field(description="Tokens in one sample (1 for feature models).")
     buffered_chunks: int = Field(
         description="Chunks the buffers hold past the slowest stage of the first kernel's way down (caps the lead)."
     )
@@ -387,6 +392,7 @@ class _Model:
         self._items: dict[int, tuple[list[_Item], tuple[list[float], list[float]]]] = {}
         self._memo: dict[tuple[int, float, float], _Sweep] = {}
         self._arrival_memo: dict[int, list[tuple[int, float]]] = {}
+        self._fifo_memo: dict[tuple[int, tuple[str, int]], tuple[float, float, float]] = {}
 
     def items(self, tokens: int) -> tuple[list[_Item], tuple[list[float], list[float]]]:
         if tokens not in self._items:
@@ -415,6 +421,18 @@ class _Model:
         else:
             per_sample = self.plan.kernels[0].kernel.in_features * PRECISION_BYTES[s.training.activation_precision]
         return inp.latency_s + self.plan.micro_batches[micro_batch] * per_sample / inp.bandwidth_Bps
+
+    def _fifo(self, its: list[_Item], sw: _Sweep, kind: tuple[str, int], svc: list[float]) -> tuple[float, float, float]:
+        """One micro-batch's optimizer jobs, in arrival order: (max_j a_j - sum_{i<j} s_i, sum s, last a)."""
+        key = (id(sw), kind)
+        if key not in self._fifo_memo:
+            jobs = sorted(self._arrivals(its, sw), key=lambda kj: kj[1])
+            best, done = -float("inf"), 0.0
+            for k, a in jobs:
+                best = max(best, a - done)
+                done += svc[k]
+            self._fifo_memo[key] = (best, done, jobs[-1][1])
+        return self._fifo_memo[key]
 
     def step(self, lead: float) -> _Step:
         """One step whose first pass finds ``lead`` seconds of its stream already done."""
@@ -445,7 +463,8 @@ class _Model:
 
         # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
         channel = sum(sw.flash for _, sw in runs)
-        channel += sum(_job_s(path, plan, kp, "accumulate", m)[1] for m in range(n_mb - 1) for kp in plan.kernels)
+        acc_read = [sum(_job_s(path, plan, kp, "accumulate", m)[1] for kp in plan.kernels) for m in (0, 1)]
+        channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
 
         # Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
         # optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
@@ -456,14 +475,17 @@ class _Model:
         arrival = 0.0
         for m, (its, sw) in enumerate(runs):
             start += waits[m]
-            svc = services[("update", n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))]
-            for k, offset in self._arrivals(its, sw):
-                arrival = start + offset
-                free = max(free, arrival) + svc[k]
+            kind = ("update", n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
+            # A FIFO server fed jobs (a_j, s_j) in order, free at f, is free again at
+            # max(f, max_j (a_j - s_1 - ... - s_{j-1})) + sum_j s_j: one line per micro-batch.
+            lead_in, total, last = self._fifo(its, sw, kind, services[kind])
+            free = max(free, start + lead_in) + total
+            arrival = start + last
             start += sw.duration
         own = services[("update", n_mb - 1)][0]
         drain = arrival - start
-        queue = max(0.0, free - arrival - own)
+        queue = free - arrival - own
+        queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
         # After the channel's last read (the last flash-resident update), the optimizer still writes
         # that kernel and updates the DRAM-resident kernels queued behind it.
         updates = [(plan.kernels[it.kernel], it) for it in runs[-1][0] if it.kernel is not None and it.phase == "backward"]
@@ -481,7 +503,6 @@ def estimate_plan(plan: Plan) -> Estimate:
     """Estimate from an existing plan (see :func:`estimate`)."""
     s = plan.scenario
     model = _Model(plan)
-    first = plan.kernels[0]
     way = model.ways[0]
     n_steps = s.training.steps
 
@@ -548,5 +569,6 @@ def estimate_plan(plan: Plan) -> Estimate:
         terms_s=terms,
         stream_bottleneck=way.bottleneck,
         micro_batches=len(plan.micro_batches),
+        tokens_per_sample=plan.tokens_per_sample if s.workload.model.input == "tokens" else 1,
         buffered_chunks=way.slots_down,
     )

@@ -261,6 +261,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     token_sizes = sorted({m * seq for m in micro_batches})
     kernels = []
     kernel_of_op = {}
+    cycles_cache: dict[tuple[int, str], dict[int, KernelCycles]] = {}
     ki = 0
     for pos, op in enumerate(ops):
         if not isinstance(op, StreamedKernel):
@@ -268,7 +269,10 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         p = kernel_profiles[ki]
         sb, sparse = stream[ki]
         n_chunks = int(min(sim.max_chunks_per_kernel, max(1, math.ceil(sb / sim.chunk_bytes))))
-        cycles = {t: kernel_cycles(op.kind, p, t, hw.wafer) for t in token_sizes}
+        key = (id(p), op.kind)  # sampled profiles are shared per (shape, density): cost them once
+        if key not in cycles_cache:
+            cycles_cache[key] = {t: kernel_cycles(op.kind, p, t, hw.wafer) for t in token_sizes}
+        cycles = cycles_cache[key]
         kernels.append(
             KernelPlan(
                 kernel=op,

@@ -360,7 +360,9 @@ def _submit_all(
                 continue
 
     try:
-        for key, scenario in tasks:
+        for key, scenario in tasks:  # the next point loads while the workers are busy ...
+            while max_in_flight and len(futures) - len(seen) >= max_in_flight:
+                wait_one()  # ... and is handed over as soon as one is free
             fut = pool.submit(run_point, scenario, fidelity, source)
             futures[fut] = key
             if not callable(getattr(fut, "add_done_callback", None)):
@@ -368,8 +370,6 @@ def _submit_all(
             fut.add_done_callback(finished.put)
             while not finished.empty():
                 handle(finished.get())
-            while max_in_flight and len(futures) - len(seen) >= max_in_flight:
-                wait_one()
         for fut in futures:
             if not callable(getattr(fut, "add_done_callback", None)):
                 handle(fut)  # futures without callbacks: wait for them in submission order

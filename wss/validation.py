@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -259,7 +259,6 @@ class Outcome:
     error: float  # (simulated - published) / |published|
     passed: bool
     seconds: float
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def default_directory() -> Path:
@@ -391,7 +390,7 @@ def _num(x: float) -> str:
 
 def _bound(spec: CaseSpec) -> str:
     if spec.compare == "approx":
-        return f"±{spec.tolerance:.0%}" if spec.tolerance and spec.tolerance >= 0.01 else f"±{spec.tolerance:.2g}"
+        return f"±{(spec.tolerance or 0.0) * 100:.3g}%"
     return f"{spec.compare} published"
 
 

@@ -23,8 +23,8 @@ Fast path and switch-over density
   the weights) times the activations through BLAS.
 * below it: a padded-row ("sliced ELL") product.  Output features are sorted
   by non-zero count (as the wafer's compiler sorts rows) and cut into segments
-  of ``_SEGMENT_ROWS``; each segment is padded to its longest row, so padding
-  stays small.  For a slice of rows sized to fit in L2, ``np.take`` gathers
+  padded to their longest row, each as long as it can be with at most 5%
+  padding.  For a slice of rows sized to fit in L2, ``np.take`` gathers
   the activation rows named by the indices (``r x k x T``) and one batched
   ``matmul`` contracts them with the padded weights.  This is pure numpy (no
   scipy at run time) and, unlike ``np.add.reduceat`` over axis 0 (which we
@@ -68,8 +68,8 @@ SPARSE_DENSITY_THRESHOLD = 0.04
 _CHUNK_BYTES = 1 << 20
 #: Tokens per pass: keeps one padded row's gather well inside L2.
 _TOKEN_BLOCK = 256
-#: Sorted rows per padded segment: small enough that padding stays small.
-_SEGMENT_ROWS = 64
+#: A padded segment grows while its padding stays under this fraction.
+_MAX_PADDING = 0.05
 
 Method = Literal["auto", "dense", "sparse"]
 
@@ -135,6 +135,25 @@ class _Padded:
     size: int
 
 
+def _segment_bounds(c_sorted: np.ndarray, first: int) -> list[int]:
+    """Cut rows sorted by count into segments padded by at most ``_MAX_PADDING``.
+
+    Longer segments mean fewer, larger numpy calls; the padding bound keeps
+    the wasted gathers small.  Counts are sorted, so a segment's padding is
+    ``rows * last_count - sum(counts)``.
+    """
+    bounds = [first]
+    a, total = first, 0
+    for b in range(first, c_sorted.shape[0]):
+        if b > a and (b + 1 - a) * c_sorted[b] > (1 + _MAX_PADDING) * (total + c_sorted[b]):
+            bounds.append(b)
+            a, total = b, 0
+        total += int(c_sorted[b])
+    if bounds[-1] != c_sorted.shape[0]:
+        bounds.append(c_sorted.shape[0])
+    return bounds
+
+
 def _build_padded(rows: np.ndarray, cols: np.ndarray, n_rows: int) -> _Padded:
     counts = np.bincount(rows, minlength=n_rows)
     order = np.argsort(counts, kind="stable")
@@ -142,7 +161,7 @@ def _build_padded(rows: np.ndarray, cols: np.ndarray, n_rows: int) -> _Padded:
     rank[order] = np.arange(n_rows)
     c_sorted = counts[order]
     first = int(np.searchsorted(c_sorted, 0, side="right"))  # empty rows come first
-    bounds = list(range(first, n_rows, _SEGMENT_ROWS)) + [n_rows]
+    bounds = _segment_bounds(c_sorted, first)
     width = [int(c_sorted[b - 1]) for b in bounds[1:]]
     seg_sizes = [(b - a) * w for a, b, w in zip(bounds[:-1], bounds[1:], width, strict=True)]
     offset = np.concatenate([[0], np.cumsum(seg_sizes, dtype=np.int64)]).astype(np.intp)

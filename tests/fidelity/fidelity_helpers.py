@@ -1,0 +1,48 @@
+"""Shared by the fidelity tests (imported as ``fidelity_helpers``): the cross-check table of
+docs/fidelity.md as data, and the reduced versions of the slow scenarios."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "scenarios"
+
+#: Agreement required between simulator and estimator on every shipped scenario (the issue's bar).
+AGREE = 0.05
+#: Agreement once the effect that explains a difference is switched off.
+AGREE_WITHOUT_EFFECT = 0.01
+#: Enough buffering that no chunk ever waits for credit (docs/fidelity.md, "bounded buffers").
+DEEP_BUFFERS = {"simulation.buffer_chunks": 64}
+
+#: docs/fidelity.md's cross-check table: scenario -> (overrides for the tested run, documented
+#: difference of the estimate in percent, the effect that explains it or None).  The slow scenarios
+#: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
+#: flash); their full-size rows are checked only with WSS_SLOW=1.
+CROSS_CHECK = {
+    "bert_large": ({}, -0.35, "bounded buffers"),
+    "cerebras_gpt_13b": ({}, 0.00, None),
+    "cs3_gpt3_13b": ({}, 0.00, None),
+    "fc_mnist": ({}, 0.00, None),
+    "gpt3_175b": ({}, 0.00, None),
+    "gpt3_6.7b_sparse": ({}, -0.40, "bounded buffers"),
+    "brain_120t": (
+        {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
+        -0.62,
+        "bounded buffers",
+    ),
+    "gpt_1t": (
+        {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
+        -1.12,
+        "bounded buffers",
+    ),
+}
+#: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
+FULL_SIZE = {"brain_120t": -1.47, "gpt_1t": -1.55}
+
+SLOW = bool(os.environ.get("WSS_SLOW"))
+
+
+def relative(estimate: float, simulated: float) -> float:
+    return estimate / simulated - 1.0

@@ -1,0 +1,112 @@
+"""The validation suite: every case passes, docs/validation.md is current, the format is checked."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from fidelity_helpers import REPO
+from wss.errors import ScenarioError
+from wss.validation import METRICS, default_directory, judge, load_case, load_cases, reproduce
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    return reproduce()
+
+
+def test_cases_live_in_scenarios_validation():
+    assert default_directory() == REPO / "scenarios" / "validation"
+    assert len(load_cases()) >= 10
+
+
+def test_every_case_passes(outcomes):
+    failed = [(o.case.name, o.simulated, o.case.spec.published) for o in outcomes if not o.passed]
+    assert not failed
+
+
+def test_every_case_is_sourced_and_explained(outcomes):
+    for o in outcomes:
+        s = o.case.spec
+        assert s.source.strip() and s.figure.strip() and s.note.strip(), o.case.name
+        assert s.metric in METRICS
+
+
+def test_validation_doc_is_generated_from_the_cases(outcomes):
+    spec = importlib.util.spec_from_file_location("gen_validation_doc", REPO / "tools" / "gen_validation_doc.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (REPO / "docs" / "validation.md").read_text(encoding="utf-8") == gen.render(outcomes), (
+        "docs/validation.md is stale: run python tools/gen_validation_doc.py"
+    )
+
+
+def _write(tmp_path, text: str):
+    p = tmp_path / "case.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+SCENARIO = """
+scenario:
+  name: tiny
+  hardware: {preset: cs2-cluster, wafers: 1}
+  workload: {model: fc-mnist}
+  training: {global_batch: 4}
+"""
+
+
+@pytest.mark.parametrize(
+    "head, problem",
+    [
+        ("figure: x\nsource: y\npublished: 1\nmetric: nope\ncompare: approx\ntolerance: 0.1\n", "unknown metric"),
+        ("figure: x\nsource: y\npublished: 1\nmetric: params\n", "needs a tolerance"),
+        ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: '<'\ntolerance: 0.1\n", "takes no tolerance"),
+        ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: approx\ntolerance: 0.1\ncolour: red\n",
+         "Extra inputs"),
+    ],
+)
+def test_bad_cases_name_the_problem(tmp_path, head, problem):
+    with pytest.raises(ScenarioError, match=problem):
+        load_case(_write(tmp_path, head + SCENARIO))
+
+
+def test_scenario_errors_name_the_case_and_field(tmp_path):
+    text = "figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: approx\ntolerance: 0.1\n" + SCENARIO.replace(
+        "wafers: 1", "wafers: -1"
+    )
+    with pytest.raises(ScenarioError, match=r"case\.yaml.*hardware\.wafers"):
+        load_case(_write(tmp_path, text))
+
+
+def test_like_references_and_paths(tmp_path):
+    text = """
+figure: x
+source: y
+published: 1
+metric: scaling_efficiency
+args: {base: a, scaled: b}
+compare: '>='
+scenarios:
+  a: {path: %s, set: {hardware.wafers: 1, training.global_batch: 4}}
+  b: {like: a, set: {hardware.wafers: 2, training.global_batch: 8}}
+  c: {like: d}
+  d: {like: c}
+""" % (REPO / "scenarios" / "fc_mnist.yaml")
+    with pytest.raises(ScenarioError, match="cycle"):
+        load_case(_write(tmp_path, text))
+    case = load_case(_write(tmp_path, text.split("  c:")[0]))
+    assert case.scenarios["a"].hardware.wafers == 1
+    assert case.scenarios["b"].hardware.wafers == 2 and case.scenarios["b"].training.global_batch == 8
+
+
+def test_judging():
+    from wss.validation import CaseSpec
+
+    base = {"figure": "x", "source": "y", "published": 2.0, "metric": "params", "scenario": {}}
+    approx = CaseSpec(**base, compare="approx", tolerance=0.1)
+    assert judge(approx, 2.1) == (pytest.approx(0.05), True)
+    assert judge(approx, 2.3)[1] is False
+    assert judge(CaseSpec(**base, compare="<"), 1.9)[1] is True
+    assert judge(CaseSpec(**base, compare=">="), 1.9)[1] is False

@@ -1,0 +1,141 @@
+"""The ``wss estimate`` and ``wss reproduce`` commands (wired into :mod:`wss.cli`).
+
+``estimate SCENARIO.yaml`` prints the closed-form estimate of :mod:`wss.estimate` (with
+``--compare`` it also simulates and prints both); ``reproduce`` runs the validation cases of
+:mod:`wss.validation` and prints figure, source, published, simulated, error and pass.
+
+Exit codes: 0 success (every validation case passed); 1 a validation case failed; 2 bad input
+(a :class:`~wss.errors.WssError`), with one message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import ScenarioError, WssError
+
+__all__ = ["add_commands", "run", "COMMANDS"]
+
+#: The commands this module adds.
+COMMANDS = ("estimate", "reproduce")
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``estimate`` and ``reproduce`` to the ``wss`` sub-command parser."""
+    est = subparsers.add_parser(
+        "estimate", help="closed-form step-time estimate of a scenario (milliseconds, no simulation)"
+    )
+    est.add_argument("scenario", type=Path, help="scenario YAML file")
+    est.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a field, e.g. --set hardware.wafers=16 (repeatable)")
+    est.add_argument("--compare", action="store_true", help="also simulate, and print both with their difference")
+    est.add_argument("--json", action="store_true", help="print the estimate as JSON")
+
+    rep = subparsers.add_parser("reproduce", help="run the validation cases against published figures")
+    rep.add_argument("cases", nargs="*", type=Path,
+                     help="case files or folders (default: scenarios/validation of this checkout)")
+    rep.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    rep.add_argument("--quiet", action="store_true", help="print only failures and the count")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``estimate`` or ``reproduce``; return the exit code (errors go to stderr)."""
+    try:
+        if args.command == "estimate":
+            return _estimate(args)
+        if args.command == "reproduce":
+            return _reproduce(args)
+    except WssError as exc:
+        print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    raise ValueError(f"not a fidelity command: {args.command!r}")
+
+
+def _relabel(exc: WssError, path: Path | None) -> str:
+    """Name the scenario file in errors raised after loading (capacity checks name '<dict>')."""
+    if isinstance(exc, ScenarioError) and path is not None and exc.source.startswith("<"):
+        return str(type(exc)(str(path), exc.problems))
+    return str(exc)
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from .estimate import estimate_plan
+    from .plan import make_plan
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    est = estimate_plan(make_plan(scenario))
+    if args.json:
+        print(est.model_dump_json(indent=1))
+        return 0
+    print(format_estimate(est))
+    if args.compare:
+        from .simulate import simulate
+
+        result = simulate(scenario)
+        diff = est.step_time_s / result.step_time_s - 1.0
+        print(f"  simulated    {_fmt_time(result.step_time_s)}  (estimate {diff:+.2%}); simulator bound by "
+              f"{result.bound_by}")
+        for c, v in result.breakdown_s.items():
+            if v > 0 or est.breakdown_s[c] > 0:
+                print(f"    {c:<10} simulated {_fmt_time(v):>12}  estimated {_fmt_time(est.breakdown_s[c]):>12}")
+    return 0
+
+
+def format_estimate(est) -> str:
+    """Human-readable text of an :class:`~wss.estimate.Estimate`."""
+    lines = [f"{est.scenario_name}: closed-form estimate ({est.micro_batches} micro-batch"
+             f"{'es' if est.micro_batches > 1 else ''} per step)"]
+    lines.append(f"  step time    {_fmt_time(est.step_time_s)}")
+    tokens = f", {est.tokens_per_s:,.4g} tokens/s" if est.tokens_per_sample > 1 else ""
+    lines.append(f"  throughput   {est.samples_per_s:,.4g} samples/s{tokens}")
+    lines.append(f"  bound by     {est.bound_by} (weights stream over {est.stream_bottleneck}; "
+                 f"{est.buffered_chunks} chunks of buffer past it)")
+    lines.append("  where the time goes (per step):")
+    for c, v in est.breakdown_s.items():
+        if v > 0:
+            lines.append(f"    {c:<10} {_fmt_time(v):>12}  {v / est.step_time_s:6.1%}")
+    lines.append("  terms: " + ", ".join(f"{k} {_fmt_time(v)}" for k, v in est.terms_s.items() if v > 0))
+    return "\n".join(lines)
+
+
+def _fmt_time(t: float) -> str:
+    if t >= 1:
+        return f"{t:.4g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.4g} ms"
+    return f"{t * 1e6:.4g} us"
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from .validation import format_markdown, format_table, reproduce
+
+    outcomes = reproduce(args.cases or None)
+    if args.markdown:
+        print(format_markdown(outcomes))
+    elif args.quiet:
+        for o in outcomes:
+            if not o.passed:
+                print(f"FAIL {o.case.path}: simulated {o.simulated:.6g}, published {o.case.spec.published:.6g}")
+        passed = sum(o.passed for o in outcomes)
+        print(f"{passed} passed, {len(outcomes) - passed} failed")
+    else:
+        print(format_table(outcomes))
+    return 0 if all(o.passed for o in outcomes) else EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m wss.fidelity_cli estimate ...``) until wss.cli wires these in."""
+    ap = argparse.ArgumentParser(prog="wss", description="Fidelity commands of wss.")
+    add_commands(ap.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = ap.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
