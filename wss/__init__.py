@@ -10,6 +10,7 @@ from .presets import list_presets
 from .results import Result
 from .scenario import Scenario, load_scenario
 from .simulate import plan, simulate
+from .sweep import sweep  # the function wss.sweep(...) shadows the module: use `from wss.sweep import ...` for the rest
 
 __version__ = "0.1.0"
 
@@ -17,6 +18,7 @@ __all__ = [
     "__version__",
     "simulate",
     "plan",
+    "sweep",
     "load_scenario",
     "list_presets",
     "Scenario",

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import __version__, check_cli, fidelity_cli, see_cli
+from . import __version__, check_cli, fidelity_cli, see_cli, sweep_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
 from .results import atomic_write_text
@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     see_cli.add_commands(sub)
     check_cli.add_commands(sub)
     fidelity_cli.add_commands(sub)
+    sweep_cli.add_commands(sub)
     return ap
 
 
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             return check_cli.run(args)
         if args.command in fidelity_cli.COMMANDS:
             return fidelity_cli.run(args)
+        if args.command == "sweep":
+            return sweep_cli.run(args)
     except WssError as exc:
         print(f"error: {_relabel(exc, getattr(args, 'scenario', None))}", file=sys.stderr)
         return EXIT_BAD_INPUT

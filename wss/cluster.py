@@ -90,7 +90,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     program = build_program(plan)
 
     flash_channel = simpy.Resource(env, capacity=1)
-    optimizer = OptimizerCoprocessor(env, hw.memoryx, plan.optimizer, len(plan.micro_batches) > 1, flash_channel)
+    optimizer = OptimizerCoprocessor(env, hw.memoryx, plan.optimizer, flash_channel)
     memoryx = MemoryX(env, plan, program, optimizer, flash_channel, hw.swarmx.hop_latency_s)
     swarmx = SwarmX(env, hw, cap)
     memoryx_in = Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
@@ -125,7 +125,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     env.run(until=done)
     # Let the last gradients drain and the last updates finish.
     last_step = s.training.steps - 1
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels]
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
     env.run(until=env.all_of(finals))
     cluster.events = _event_count(env)
     if plan.fold_copies:

@@ -195,7 +195,7 @@ def _job_s(path: _Path, plan: Plan, kp: KernelPlan, kind: str, micro_batch: int)
     n = kp.nnz
     cost = plan.optimizer
     if kind == "update":
-        accumulating = len(plan.micro_batches) > 1
+        accumulating = len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index)
         read = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
         write = n * SCALAR_BYTES * cost.write_scalars
         flops = n * cost.flops
@@ -469,7 +469,8 @@ class _Model:
         # Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
         # optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
         # queue); the first kernel's update, the last job, ends the step.
-        services = {kind: [_job_s(path, plan, kp, kind[0], kind[1])[0] for kp in plan.kernels]
+        services = {kind: [_job_s(path, plan, kp, kind[0] if kp.owns_state else "accumulate", kind[1])[0]
+                           for kp in plan.kernels]
                     for kind in {("accumulate", min(m, 1)) for m in range(n_mb - 1)} | {("update", n_mb - 1)}}
         start = free = 0.0
         arrival = 0.0
@@ -488,7 +489,11 @@ class _Model:
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
         # After the channel's last read (the last flash-resident update), the optimizer still writes
         # that kernel and updates the DRAM-resident kernels queued behind it.
-        updates = [(plan.kernels[it.kernel], it) for it in runs[-1][0] if it.kernel is not None and it.phase == "backward"]
+        updates = [
+            (plan.kernels[it.kernel], it)
+            for it in runs[-1][0]
+            if it.kernel is not None and it.phase == "backward" and plan.kernels[it.kernel].owns_state
+        ]
         after = 0.0
         for kp, _ in updates:
             service, read = _job_s(path, plan, kp, "update", n_mb - 1)

@@ -52,10 +52,15 @@ class KernelPlan:
     tier: str  # "dram" or "flash"
     n_chunks: int
     cycles: dict[int, KernelCycles]  # tokens of a micro-batch -> cycles
+    state_owner: int  # kernel whose MemoryX state and update this kernel's weights are (itself unless tied)
 
     @property
     def nnz(self) -> int:
         return self.profile.nnz
+
+    @property
+    def owns_state(self) -> bool:
+        return self.state_owner == self.index
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,16 @@ class Plan:
 
     @property
     def params(self) -> int:
-        return sum(k.kernel.params for k in self.kernels)
+        """Trainable parameters (tied weights counted once)."""
+        return sum(k.kernel.params for k in self.kernels if k.owns_state)
 
     @property
     def nnz(self) -> int:
-        return sum(k.nnz for k in self.kernels)
+        return sum(k.nnz for k in self.kernels if k.owns_state)
+
+    def shares_accumulator(self, kernel: int) -> bool:
+        """Does another kernel add its gradient into this kernel's accumulator (tied weights)?"""
+        return any(k.state_owner == kernel and not k.owns_state for k in self.kernels)
 
 
 #: Fold only when it removes at least this many micro-batches per step.
@@ -209,10 +219,13 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     mx = hw.memoryx
     state = []
     stream = []
-    for k, p in zip(kernel_specs, kernel_profiles):
+    index_of = {k.name: i for i, k in enumerate(kernel_specs)}
+    owners = [index_of[k.tied_to] if k.tied_to is not None else i for i, k in enumerate(kernel_specs)]
+    for i, (k, p) in enumerate(zip(kernel_specs, kernel_profiles)):
         sb, sparse = _stream_bytes(k, p, b_w)
         stream.append((sb, sparse))
-        state.append(p.nnz * opt.state_bytes + (p.nnz * STORED_INDEX_BYTES if sparse else 0))
+        owned = owners[i] == i  # tied weights live (and are updated) once, with their owner
+        state.append(p.nnz * opt.state_bytes + (p.nnz * STORED_INDEX_BYTES if sparse else 0) if owned else 0)
     total_state = float(sum(state))
     if total_state > mx.capacity_bytes:
         raise InfeasibleError(
@@ -253,6 +266,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
                     )
                 ],
             )
+    tiers = [tiers[owners[i]] for i in range(len(tiers))]  # tied weights are read where their owner lives
     dram_used = sum(b for b, t in zip(state, tiers) if t == "dram")
     flash_used = total_state - dram_used
 
@@ -286,6 +300,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
                 tier=tiers[ki],
                 n_chunks=n_chunks,
                 cycles=cycles,
+                state_owner=owners[ki],
             )
         )
         kernel_of_op[pos] = ki

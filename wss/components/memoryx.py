@@ -85,7 +85,7 @@ class MemoryX:
             if kp.tier != "flash":
                 continue
             if p.waits_for_update:  # never read weights the optimizer is still updating
-                yield self.optimizer.done_event(p.kernel, p.step - 1)
+                yield self.optimizer.done_event(kp.state_owner, p.step - 1)
             per_chunk = kp.read_bytes / kp.n_chunks
             for c in range(kp.n_chunks):
                 yield self.staging.get(self._staged(per_chunk))
@@ -108,12 +108,14 @@ class MemoryX:
             n = kp.n_chunks
             cause, cause_wait, queued = "stream", 0.0, 0.0
             if p.waits_for_update:
-                done = self.optimizer.done_event(p.kernel, p.step - 1)
+                done = self.optimizer.done_event(kp.state_owner, p.step - 1)
                 if not done.triggered:
                     t0 = env.now
                     yield done
                     cause, cause_wait = "update", env.now - t0
-                    job = next(j for j in reversed(self.optimizer.jobs) if j.kernel == p.kernel and j.kind == "update")
+                    job = next(
+                        j for j in reversed(self.optimizer.jobs) if j.kernel == kp.state_owner and j.kind == "update"
+                    )
                     queued = job.queued_s
             self.stream_start[p.index] = env.now
             bytes_c = kp.stream_bytes / n
@@ -152,5 +154,10 @@ class MemoryX:
                 continue
             p = self.program[g.pass_index]
             kp = self.plan.kernels[p.kernel]
-            kind = "update" if p.micro_batch == n_mb - 1 else "accumulate"
-            self.optimizer.submit(UpdateJob(p.kernel, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now))
+            # A tied kernel's gradient adds into its owner's accumulator; the owner's last one updates.
+            kind = "update" if p.micro_batch == n_mb - 1 and kp.owns_state else "accumulate"
+            first = p.micro_batch == 0 and not self.plan.shares_accumulator(p.kernel)
+            accumulated = n_mb > 1 or self.plan.shares_accumulator(p.kernel)
+            self.optimizer.submit(
+                UpdateJob(p.kernel, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now), first, accumulated
+            )

@@ -56,12 +56,10 @@ class OptimizerCoprocessor:
         env: simpy.Environment,
         mx: MemoryXConfig,
         cost: OptimizerCost,
-        accumulating: bool,
         flash_channel: simpy.Resource,
     ):
         self.env = env
         self.cost = cost
-        self.accumulating = accumulating
         self.flash_channel = flash_channel
         self.dram_Bps = mx.shards * mx.dram_bandwidth_Bps
         self.flash_read_Bps = mx.shards * mx.flash_read_bandwidth_Bps
@@ -80,16 +78,21 @@ class OptimizerCoprocessor:
             self.done[key] = self.env.event()
         return self.done[key]
 
-    def submit(self, job: UpdateJob) -> None:
+    def submit(self, job: UpdateJob, first: bool, accumulated: bool) -> None:
+        """Queue a job.
+
+        ``first``: an accumulation that starts the fp32 gradient buffer (write only).
+        ``accumulated``: an update whose gradient sits in that buffer (read it too).
+        """
         n = job.nnz
         if job.kind == "update":
-            job.read_bytes = n * self.cost.read_scalars * SCALAR_BYTES + (n * SCALAR_BYTES if self.accumulating else 0)
+            job.read_bytes = n * self.cost.read_scalars * SCALAR_BYTES + (n * SCALAR_BYTES if accumulated else 0)
             job.write_bytes = n * self.cost.write_scalars * SCALAR_BYTES
             job.flops = n * self.cost.flops
-        else:  # add this micro-batch's gradient into the fp32 accumulator
-            job.read_bytes = n * SCALAR_BYTES if job.micro_batch > 0 else 0.0
+        else:  # add this gradient into the fp32 accumulator
+            job.read_bytes = 0.0 if first else n * SCALAR_BYTES
             job.write_bytes = n * SCALAR_BYTES
-            job.flops = float(n) if job.micro_batch > 0 else 0.0
+            job.flops = 0.0 if first else float(n)
         self.queue.put(job)
 
     def run(self):

@@ -91,6 +91,11 @@ class OutputHead(_LayerBase):
     kind: Literal["output_head"]
     d_model: PosInt = Field(description="Input width.")
     vocab_size: PosInt = Field(description="Output classes or vocabulary size.")
+    tied: bool = Field(
+        False,
+        description="The head's weights are the token embedding table (tied): MemoryX stores and updates "
+        "them once; the head still streams them and its gradient adds into the embedding's.",
+    )
 
 
 Layer = Annotated[Union[DenseLayer, EmbeddingLayer, TransformerBlock, OutputHead], Field(discriminator="kind")]
@@ -109,6 +114,10 @@ class ModelConfig(Frozen):
 
     @model_validator(mode="after")
     def _widths_chain(self) -> "ModelConfig":
+        tables = {(l.vocab_size, l.d_model) for l in self.layers if isinstance(l, EmbeddingLayer)}
+        for i, layer in enumerate(self.layers):
+            if isinstance(layer, OutputHead) and layer.tied and (layer.vocab_size, layer.d_model) not in tables:
+                raise ValueError(f"layers.{i}: a tied output head needs an embedding layer of the same shape")
         width = None
         for i, layer in enumerate(self.layers):
             if isinstance(layer, DenseLayer):

@@ -57,7 +57,12 @@ def expand_model(model: ModelConfig, default_sparsity: float, seq_len: int) -> l
                 ops += _block(layer, name, density, seq_len, block_index)
                 block_index += 1
             elif isinstance(layer, OutputHead):
-                ops += _head(layer, name, density)
+                table = next(
+                    (op.name for op in ops if isinstance(op, StreamedKernel) and op.kind == "embedding"
+                     and (op.out_features, op.in_features) == (layer.vocab_size, layer.d_model)),
+                    None,
+                ) if layer.tied else None
+                ops += _head(layer, name, density, table)
     if not any(isinstance(layer, OutputHead) for layer in model.layers):
         ops = _close_with_loss(ops)
     return ops
@@ -175,7 +180,7 @@ def _block(layer: TransformerBlock, name: str, density: float, s: int, b: int) -
     ]
 
 
-def _head(layer: OutputHead, name: str, density: float) -> list[Op]:
+def _head(layer: OutputHead, name: str, density: float, tied_to: str | None) -> list[Op]:
     return [
         StreamedKernel(
             name=f"{name}.proj",
@@ -187,6 +192,7 @@ def _head(layer: OutputHead, name: str, density: float) -> list[Op]:
             block=None,
             stored_elements_per_token=layer.d_model,
             is_output=True,
+            tied_to=tied_to,
         ),
         WaferOp(
             f"{name}.softmax_loss",

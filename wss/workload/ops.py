@@ -39,6 +39,9 @@ class StreamedKernel:
         (its input).
     is_output
         True for the output head (the layer ``retain_output_layer`` keeps).
+    tied_to
+        Name of the kernel whose weights this one shares (a tied output head
+        names the token embedding), or ``None``.
     """
 
     name: str
@@ -50,6 +53,7 @@ class StreamedKernel:
     block: int | None
     stored_elements_per_token: int
     is_output: bool = False
+    tied_to: str | None = None
 
     @property
     def params(self) -> int:

@@ -1,0 +1,117 @@
+"""``wss sweep`` through ``wss.sweep_cli`` (own argparse) and, once wired, the real ``wss`` entry point."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from wss import sweep_cli
+from wss.sweep import SweepError
+
+
+def run_cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="wss")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sweep_cli.add_commands(sub)
+    return sweep_cli.run(ap.parse_args(argv))
+
+
+def wss_cli_has_sweep() -> bool:
+    from wss.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(["sweep", "--help"])
+        except SystemExit as exc:
+            return exc.code == 0
+    return False
+
+
+needs_wiring = pytest.mark.skipif(not wss_cli_has_sweep(), reason="wss.cli does not dispatch 'sweep' yet")
+
+
+def test_parse_vary_reads_yaml_scalars():
+    vary = sweep_cli.parse_vary(["hardware.wafers=1,2,4", "workload.model=gpt3-1.3b,gpt3-6.7b", "x.bw=1e11,2.5e10"])
+    assert vary == {"hardware.wafers": [1, 2, 4], "workload.model": ["gpt3-1.3b", "gpt3-6.7b"], "x.bw": [1e11, 2.5e10]}
+    assert sweep_cli.parse_vary(['a=[1, 2],"x,y"']) == {"a": [[1, 2], "x,y"]}
+
+
+@pytest.mark.parametrize("item", ["hardware.wafers", "=1,2", "a=", "a=1,,2"])
+def test_parse_vary_rejects_malformed(item):
+    with pytest.raises(SweepError):
+        sweep_cli.parse_vary([item])
+
+
+def test_csv_output_table_and_cache(scenarios, tmp_path, capsys):
+    out = tmp_path / "results.csv"
+    argv = ["sweep", str(scenarios / "fc_mnist.yaml"), "--vary", "hardware.wafers=1,2,4",
+            "--vary", "training.global_batch=16,32,64", "--zip", "-o", str(out), "--executor", "serial"]
+    assert run_cli(argv) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""  # no progress line when stderr is not a terminal
+    assert "hardware.wafers" in printed.out and "speedup" in printed.out and "3 points: 3 ok" in printed.out
+    df = pd.read_csv(out)
+    assert df["hardware.wafers"].tolist() == [1, 2, 4] and df["training.global_batch"].tolist() == [16, 32, 64]
+    assert (df["status"] == "ok").all() and (df["step_time_s"] > 0).all()
+    assert len(list((tmp_path / "results.csv.points").glob("*.json"))) == 3
+    assert run_cli(argv) == 0
+    assert "3 from cache" in capsys.readouterr().out
+
+
+def test_parquet_output_with_error_rows(scenarios, tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    out = tmp_path / "sub" / "results.parquet"
+    cache = tmp_path / "points"
+    argv = ["sweep", str(scenarios / "fc_mnist.yaml"), "--vary", "workload.model=fc-mnist,no-such-model",
+            "--set", "training.steps=1", "-o", str(out), "--cache", str(cache), "--workers", "2"]
+    assert run_cli(argv) == 0
+    df = pd.read_parquet(out)
+    assert df["status"].tolist() == ["ok", "error"]
+    assert "no-such-model" in df["error"][1]
+    assert "no-such-model" in capsys.readouterr().out
+    assert len(list(cache.glob("*.json"))) == 1
+    assert not (tmp_path / "sub" / "results.parquet.points").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--vary", "hardware.wafers=1,2", "--vary", "workload.sparsity=0", "--zip"], "equal length"),
+        (["--vary", "hardware.wafers"], "KEY=V1,V2"),
+        (["--vary", "hardware.wafers=1", "-o", "results.xlsx"], ".csv or .parquet"),
+        (["--vary", "hardware.wafers=1", "--address", "tcp://127.0.0.1:1"], "needs --executor dask"),
+        (["--vary", "hardware.wafers=1", "--set", "nonsense"], "dotted.key=value"),
+    ],
+)
+def test_bad_input_exits_2_with_one_message(scenarios, extra, message, capsys):
+    assert run_cli(["sweep", str(scenarios / "fc_mnist.yaml"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_missing_scenario_exits_2(tmp_path, capsys):
+    assert run_cli(["sweep", str(tmp_path / "nope.yaml"), "--vary", "hardware.wafers=1"]) == 2
+    assert "no such scenario file" in capsys.readouterr().err
+
+
+@needs_wiring
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_real_entry_point(scenarios, tmp_path, suffix):
+    out = tmp_path / f"results.{suffix}"
+    code = "import sys; from wss.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "sweep", str(scenarios / "fc_mnist.yaml"),
+         "--vary", "hardware.wafers=1,2", "--vary", "workload.sparsity=0,0.5", "-o", str(out), "--workers", "2"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    df = pd.read_csv(out) if suffix == "csv" else pd.read_parquet(out)
+    assert len(df) == 4 and (df["status"] == "ok").all()
+    assert "4 points: 4 ok" in proc.stdout
