@@ -30,7 +30,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import WssError
-from .results import Result, atomic_write_text
+from .files import atomic_write_text
+from .results import Result
 from .scenario import Scenario, load_scenario
 
 __all__ = [

@@ -13,7 +13,7 @@ from pathlib import Path
 from . import __version__, check_cli, fidelity_cli, see_cli, sweep_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
-from .results import atomic_write_text
+from .files import atomic_write_text
 from .scenario import load_scenario
 from .summary import format_plan, format_result
 

@@ -34,7 +34,7 @@ from matplotlib.patches import Patch
 
 from .results import Result
 from .summary import fmt_bytes
-from .trace import atomic_write_bytes
+from .files import atomic_write_bytes
 
 __all__ = [
     "gantt_figure",

@@ -15,7 +15,7 @@ from typing import Any
 
 from .results import Result
 from .summary import fmt_bytes, fmt_time
-from .trace import atomic_write_bytes
+from .files import atomic_write_bytes
 
 __all__ = ["COLUMNS", "SORT_KEYS", "kernel_table", "sort_rows", "format_table", "table_csv", "write_csv"]
 

@@ -9,8 +9,6 @@ Results are deterministic: the same scenario gives byte-identical JSON.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,7 +24,6 @@ __all__ = [
     "FlopsSummary",
     "NumericsSummary",
     "BREAKDOWN_CATEGORIES",
-    "atomic_write_text",
 ]
 
 #: How the time of a step is split (see wss.components.wafer).
@@ -136,30 +133,10 @@ class Result(_Data):
 
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON atomically."""
+        from .files import atomic_write_text
+
         return atomic_write_text(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":
         return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write through a temporary file in the same folder, then rename: never half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

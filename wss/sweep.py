@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ScenarioError, WssError
-from .results import BREAKDOWN_CATEGORIES, MemoryFootprint, atomic_write_text
+from .files import atomic_write_text
+from .results import BREAKDOWN_CATEGORIES, MemoryFootprint
 from .scenario import Scenario, load_scenario
 
 if TYPE_CHECKING:  # pandas is imported only when a frame is built

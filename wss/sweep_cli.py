@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .errors import WssError
+from .files import atomic_output
 from .sweep import EXECUTORS, FIDELITIES, SweepError, SweepProgress
 
 __all__ = ["add_commands", "run", "parse_vary", "cache_dir_for"]
@@ -189,21 +188,11 @@ def _write_table(df, path: Path) -> Path:
             import pyarrow  # noqa: F401
         except ImportError:
             raise SweepError("writing parquet needs pyarrow (pip install pyarrow), or write .csv") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_output(path) as tmp:
         if _format(path) == "csv":
             df.to_csv(tmp, index=False)
         else:
             df.to_parquet(tmp, index=False)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; an output table is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .files import atomic_write_bytes
 from .results import Result
 
 __all__ = ["build_trace", "write_trace", "trace_json", "wafer_process_name", "atomic_write_bytes"]
@@ -349,25 +348,3 @@ def write_trace(path: str | Path, result: Result, cluster: Any | None = None, **
     if path.suffix == ".gz":
         data = gzip.compress(data, mtime=0)
     return atomic_write_bytes(path, data)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write bytes through a temporary file in the same folder, then rename: never half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the permissions open() would
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -30,14 +30,16 @@ Fast path and switch-over density
   scipy at run time) and, unlike ``np.add.reduceat`` over axis 0 (which we
   measured 5-50x slower), keeps the reduction inside BLAS.
 
-On the benchmark machine (2 cores, OpenBLAS, 4096 x 4096 weights, 128-2048
-tokens; ``benchmarks/bench_kernels.py``) the padded product costs about
-``0.3-0.8 x density x`` (dense BLAS time at full density) once density is a
-few percent, and dense BLAS does not get faster with sparsity, so the two
-cross between 3% and 6% depending on the token count; 4% sits in that band
-and is within about 15% of the better choice on either side.  At 1% the
-padded product beats both dense BLAS and ``scipy.sparse`` CSR; from 10% up
-dense BLAS wins.
+Why 5%: on the benchmark machine (2 cores, OpenBLAS, 4096 x 4096 weights,
+128-2048 tokens; ``python benchmarks/bench_kernels.py --sweep``) the padded
+product costs about ``0.2 x density / 1%`` of the dense BLAS product, while
+dense BLAS does not get faster with sparsity.  The measured ratio
+sparse/dense was 0.3-0.5 at 1%, 0.6-0.8 at 4%, 0.8-1.2 at 5%, 0.75-1.2 at 6%
+and 1.3-2.0 at 10% (forward and weight gradient alike), so the two cross
+near 5%; switching there costs at most about 20% on either side of the
+crossing.  At 1% the padded product also beats ``scipy.sparse`` CSR at
+512-2048 tokens and roughly ties it at 128; from 10% up dense BLAS is
+fastest and is what ``"auto"`` runs.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 #: Below this density ``method="auto"`` uses the padded sparse product.
-SPARSE_DENSITY_THRESHOLD = 0.04
+SPARSE_DENSITY_THRESHOLD = 0.05
 
 #: Gather buffer per slice of rows (best of 256 KiB - 2 MiB in the benchmark).
 _CHUNK_BYTES = 2 << 20

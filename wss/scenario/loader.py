@@ -84,10 +84,14 @@ def load_scenario(
     # reach into a preset (e.g. workload.model.layers.2.sparsity on a preset model).
     selectors = [(k, v) for k, v in pairs if _selects_preset(k, v)]
     fields = [(k, v) for k, v in pairs if not _selects_preset(k, v)]
-    raw = apply_overrides(raw, selectors, label)
-    raw = _resolve_presets(raw, label, lines)
-    raw = apply_overrides(raw, fields, label)
     overridden = [k for k, _ in pairs]
+    if isinstance(source, Scenario):
+        # A resolved scenario has every field of its presets spelled out: choosing another preset
+        # replaces the whole part rather than sitting under fields that would win over it.
+        selectors = [(_preset_owner(k), {"preset": v}) for k, v in selectors]
+    raw = apply_overrides(raw, selectors, label)
+    raw = _resolve_presets(raw, label, lines, overridden)
+    raw = apply_overrides(raw, fields, label)
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
@@ -96,6 +100,11 @@ def load_scenario(
     if problems:
         raise ScenarioError(label, [_with_line(p, lines, overridden) for p in problems])
     return scenario
+
+
+def _preset_owner(key: str) -> str:
+    """The mapping a preset selector chooses: 'hardware.memoryx.preset' -> 'hardware.memoryx'."""
+    return key[: -len(".preset")] if key.endswith(".preset") else key
 
 
 def _selects_preset(key: str, value: Any) -> bool:
@@ -166,7 +175,7 @@ def _deep_merge(base: Any, over: Any) -> Any:
     return copy.deepcopy(over)
 
 
-def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, Any]:
+def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: list[str]) -> dict[str, Any]:
     raw = copy.deepcopy(raw)
     hw = raw.get("hardware")
     if isinstance(hw, str):
@@ -174,7 +183,7 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, 
     if isinstance(hw, dict):
         name = hw.get("preset")
         if name is not None:
-            base = _preset("hardware", name, ("hardware", "preset"), label, lines)
+            base = _preset("hardware", name, ("hardware", "preset"), label, lines, overridden)
             hw = _deep_merge(base, hw)
         for kind in _PART_KINDS:
             part = hw.get(kind)
@@ -183,7 +192,7 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, 
             if isinstance(part, dict) and "preset" in part:
                 part = dict(part)
                 pname = part.pop("preset")
-                base = _preset(kind, pname, ("hardware", kind, "preset"), label, lines)
+                base = _preset(kind, pname, ("hardware", kind, "preset"), label, lines, overridden)
                 base.setdefault("name", pname)
                 hw[kind] = _deep_merge(base, part)
         raw["hardware"] = hw
@@ -199,7 +208,8 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, 
             try:
                 base = load_model_preset(str(mname))
             except PresetNotFound as exc:
-                raise ScenarioError(label, [_with_line(FieldProblem("workload.model", str(exc)), lines)]) from None
+                problem = FieldProblem("workload.model", str(exc))
+                raise ScenarioError(label, [_with_line(problem, lines, overridden)]) from None
             model = _deep_merge(base, model)
         wl = dict(wl)
         if model is not None:
@@ -208,11 +218,14 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict) -> dict[str, 
     return raw
 
 
-def _preset(kind: str, name: Any, path: tuple[str, ...], label: str, lines: dict) -> dict[str, Any]:
+def _preset(
+    kind: str, name: Any, path: tuple[str, ...], label: str, lines: dict, overridden: list[str]
+) -> dict[str, Any]:
     try:
         return load_part_preset(kind, str(name))
     except PresetNotFound as exc:
-        raise ScenarioError(label, [_with_line(FieldProblem(".".join(path), str(exc)), lines)]) from None
+        problem = FieldProblem(".".join(path), str(exc))
+        raise ScenarioError(label, [_with_line(problem, lines, overridden)]) from None
 
 
 def _with_line(
