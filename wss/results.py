@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .files import atomic_write_text
 from .scenario import Scenario
 
 __all__ = [
@@ -133,8 +134,6 @@ class Result(_Data):
 
     def save(self, path: str | Path) -> Path:
         """Write the result as JSON atomically."""
-        from .files import atomic_write_text
-
         return atomic_write_text(Path(path), self.to_json())
 
     @classmethod
