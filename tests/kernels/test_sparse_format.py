@@ -83,6 +83,10 @@ def test_with_values(rng):
     np.testing.assert_array_equal(new.mask, W.mask)
     with pytest.raises(ValueError, match="new_values"):
         W.with_values(np.zeros(W.nnz + 1))
+    with pytest.raises(ValueError, match="floating"):
+        W.with_values(np.zeros(W.nnz, dtype=int))
+    with pytest.raises(ValueError):
+        new.values[0] = 1.0  # read-only like the original
 
 
 def test_arrays_are_read_only(rng):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,7 @@ def one_wafer(request):
 @pytest.mark.parametrize("wafers", [2, 4, 8])
 def test_n_wafers_match_one_wafer(one_wafer, wafers):
     spec, single = one_wafer
-    multi = train(NumericsSpec(**{**spec.__dict__, "wafers": wafers}))
+    multi = train(replace(spec, wafers=wafers))
     if spec.optimizer == "adam":
         # Adam's step m / sqrt(v) ignores the gradient's scale: the first step
         # is lr * sign(g), so a weight whose gradient is within rounding noise
@@ -70,21 +72,21 @@ def test_uneven_shards_and_micro_batches_match_one_wafer():
     spec = NumericsSpec(**{**BASE, "global_batch": 30}, optimizer="momentum", learning_rate=0.05)
     single = train(spec)
     for wafers, micro in [(4, 1), (3, 2), (1, 5), (7, 3)]:
-        other = train(NumericsSpec(**{**spec.__dict__, "wafers": wafers, "micro_batches": micro}))
+        other = train(replace(spec, wafers=wafers, micro_batches=micro))
         _assert_same_weights(other, single)
 
 
 def test_more_wafers_than_samples_leaves_some_idle():
     spec = NumericsSpec(layer_sizes=(8, 6, 3), global_batch=3, steps=2, optimizer="sgd", learning_rate=0.1)
     single = train(spec)
-    many = train(NumericsSpec(**{**spec.__dict__, "wafers": 5}))
+    many = train(replace(spec, wafers=5))
     _assert_same_weights(many, single)
 
 
 def test_float16_stream_is_close_but_not_identical():
     spec = NumericsSpec(**BASE, optimizer="sgd", learning_rate=0.1)
     fp32 = train(spec)
-    fp16 = train(NumericsSpec(**{**spec.__dict__, "stream_dtype": "float16"}))
+    fp16 = train(replace(spec, stream_dtype="float16"))
     assert all(w.values.dtype == np.float32 for w in fp16.final_weights)  # masters stay fp32
     diffs = [np.abs(a.values - b.values).max() for a, b in zip(fp16.final_weights, fp32.final_weights, strict=True)]
     assert max(diffs) > 0

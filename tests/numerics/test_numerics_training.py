@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -99,7 +101,7 @@ def test_training_is_deterministic():
     assert a.losses == b.losses and a.accuracies == b.accuracies
     for wa, wb in zip(a.final_weights, b.final_weights, strict=True):
         assert np.array_equal(wa.values, wb.values) and np.array_equal(wa.mask, wb.mask)
-    c = train(NumericsSpec(**{**spec.__dict__, "seed": 12}))
+    c = train(replace(spec, seed=12))
     assert c.losses != a.losses
 
 

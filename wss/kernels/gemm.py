@@ -24,22 +24,25 @@ Fast path and switch-over density
 * below it: a padded-row ("sliced ELL") product.  Output features are sorted
   by non-zero count (as the wafer's compiler sorts rows) and cut into segments
   padded to their longest row, each as long as it can be with at most 5%
-  padding.  For a slice of rows sized to fit in L2, ``np.take`` gathers
-  the activation rows named by the indices (``r x k x T``) and one batched
-  ``matmul`` contracts them with the padded weights.  This is pure numpy (no
+  padding.  For each slice of rows (a gather of about ``_CHUNK_BYTES``) and
+  block of at most ``_TOKEN_BLOCK`` tokens, ``np.take`` gathers the
+  activation rows named by the indices (``r x k x T``) into one reused
+  buffer and one batched ``matmul`` contracts them with the padded weights.  This is pure numpy (no
   scipy at run time) and, unlike ``np.add.reduceat`` over axis 0 (which we
   measured 5-50x slower), keeps the reduction inside BLAS.
 
 Why 5%: on the benchmark machine (2 cores, OpenBLAS, 4096 x 4096 weights,
-128-2048 tokens; ``python benchmarks/bench_kernels.py --sweep``) the padded
-product costs about ``0.2 x density / 1%`` of the dense BLAS product, while
-dense BLAS does not get faster with sparsity.  The measured ratio
-sparse/dense was 0.3-0.5 at 1%, 0.6-0.8 at 4%, 0.8-1.2 at 5%, 0.75-1.2 at 6%
-and 1.3-2.0 at 10% (forward and weight gradient alike), so the two cross
-near 5%; switching there costs at most about 20% on either side of the
-crossing.  At 1% the padded product also beats ``scipy.sparse`` CSR at
-512-2048 tokens and roughly ties it at 128; from 10% up dense BLAS is
-fastest and is what ``"auto"`` runs.
+128-2048 tokens; ``python benchmarks/bench_kernels.py --sweep``) dense BLAS
+takes the same time at any density while the padded product grows with the
+non-zeros.  The measured time ratio padded/dense (forward and weight gradient
+alike) was 0.26-0.49 at 1%, 0.63-0.79 at 4%, 0.79-1.22 at 5% and 6%,
+1.15-1.74 at 8% and 1.3-2.0 at 10%: the two cross near 5%, and switching
+there costs at most about 20% on either side of the crossing.
+
+Against ``scipy.sparse`` CSR at 1%, the padded product is 1.1-1.5x slower at
+128-512 tokens (it writes the gathered rows once and reads them again, where
+scipy's compiled loop fuses the two) and 0.55-0.75x at 2048 tokens.  From
+10% up dense BLAS is the fastest of the three.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ SPARSE_DENSITY_THRESHOLD = 0.05
 
 #: Gather buffer per slice of rows (best of 256 KiB - 2 MiB in the benchmark).
 _CHUNK_BYTES = 2 << 20
-#: Tokens per pass: keeps one padded row's gather well inside L2.
+#: Tokens per pass, so a slice holds many rows even at 2048+ tokens.
 _TOKEN_BLOCK = 256
 #: A padded segment grows while its padding stays under this fraction.
 _MAX_PADDING = 0.05
@@ -220,7 +223,7 @@ def _token_blocks(n_tokens: int):
 
 
 def _slices(plan: _Padded, n_tokens: int, itemsize: int) -> list[tuple[int, int, int]]:
-    """``(segment, a, b)``: sorted rows ``a:b`` of one segment, one L2-sized gather each."""
+    """``(segment, a, b)``: sorted rows ``a:b`` of one segment, one ``_CHUNK_BYTES`` gather each."""
     out = []
     for j, w in enumerate(plan.width):
         a0, b0 = plan.bounds[j], plan.bounds[j + 1]
@@ -328,7 +331,8 @@ def backward_weight(W: SparseWeights, X: np.ndarray, dY: np.ndarray, method: Met
     X, dY = X.astype(dtype, copy=False), dY.astype(dtype, copy=False)
     if _use_sparse(W, method):
         return _padded_weight_grad(W, X, dY, dtype)
-    return np.take((dY @ X.T).reshape(-1), W.flat_indices())
+    # Fancy indexing, not np.take: take copies a read-only index array first.
+    return (dY @ X.T).reshape(-1)[W.flat_indices()]
 
 
 # ------------------------------------------------------------ reference path

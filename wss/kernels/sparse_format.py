@@ -168,16 +168,27 @@ class SparseWeights:
     def with_values(self, new_values: np.ndarray) -> SparseWeights:
         """Same sparsity pattern with other non-zero values (e.g. after an update).
 
-        The index arrays and mask are shared, not copied, and the structural
-        caches (transpose order, padded layout) carry over.
+        ``new_values`` is copied; the index arrays and mask are shared, not
+        copied, and not re-validated (they already were), and the structural
+        caches (flat positions, transpose order, padded layout) carry over.
+        That keeps a training step from re-checking every mask entry.
         """
         new_values = np.array(new_values, copy=True)
-        if new_values.shape != (self.nnz,):
-            raise ValueError(f"new_values must have shape ({self.nnz},), got {new_values.shape}")
-        out = SparseWeights(self.shape, new_values, self.indptr, self.indices, self.mask)
-        for key, val in self._cache.items():
-            if isinstance(key, tuple) and key[0] == "structure":
-                out._cache[key] = val
+        if new_values.shape != (self.nnz,) or not np.issubdtype(new_values.dtype, np.floating):
+            raise ValueError(
+                f"new_values must be floating with shape ({self.nnz},), got {new_values.dtype} {new_values.shape}"
+            )
+        new_values.flags.writeable = False
+        out = object.__new__(SparseWeights)
+        for name, value in (
+            ("shape", self.shape),
+            ("values", new_values),
+            ("indptr", self.indptr),
+            ("indices", self.indices),
+            ("mask", self.mask),
+            ("_cache", {k: v for k, v in self._cache.items() if k[0] == "structure"}),
+        ):
+            object.__setattr__(out, name, value)
         return out
 
     def astype(self, dtype: Any) -> SparseWeights:

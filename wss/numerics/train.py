@@ -19,13 +19,14 @@ One step:
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
+from wss.kernels.sparse_format import SparseWeights
 from wss.numerics.data import STREAM_EVAL, STREAM_INIT, STREAM_TRAIN, make_task, stream_rng
 from wss.numerics.model import ShardResult, forward_backward, init_weights, predict
 from wss.numerics.optimizers import make_optimizer
 from wss.numerics.spec import NumericsOutcome, NumericsSpec
 from wss.numerics.swarmx import tree_reduce
-from wss.kernels.sparse_format import SparseWeights
 
 __all__ = ["train", "wafer_step", "evaluate", "initial_weights"]
 
@@ -62,7 +63,18 @@ def wafer_step(
 
 
 def train(spec: NumericsSpec) -> NumericsOutcome:
-    """Train ``spec``'s network for ``spec.steps`` steps; deterministic in ``spec``."""
+    """Train ``spec``'s network for ``spec.steps`` steps; deterministic in ``spec``.
+
+    BLAS runs single-threaded here: a threaded GEMM splits its sums by the
+    machine's core count, so results would differ in the last bits from one
+    machine to another (and the small matrices of these networks gain nothing
+    from threads; under load they lose ~10x).
+    """
+    with threadpool_limits(limits=1):
+        return _train(spec)
+
+
+def _train(spec: NumericsSpec) -> NumericsOutcome:
     task = make_task(spec)
     structure = initial_weights(spec)
     masters = [np.array(w.values, dtype=np.float32) for w in structure]  # MemoryX, fp32

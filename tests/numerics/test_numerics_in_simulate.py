@@ -1,0 +1,85 @@
+"""Numerics through wss.simulate: real training alongside the timing, real masks in the cycle model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import wss
+from wss.numerics_bridge import numerics_spec, run_numerics
+from wss.plan import make_plan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def scenario(steps: int = 60, **numerics) -> dict:
+    return {
+        "hardware": {"preset": "cs2-cluster", "wafers": 4},
+        "workload": {"model": "fc-mnist", "sparsity": 0.5},
+        "training": {"global_batch": 128, "optimizer": "adamw", "steps": steps},
+        "numerics": {"enabled": True, "learning_rate": 2e-3, **numerics},
+        "seed": 3,
+    }
+
+
+def test_simulate_trains_and_reports_the_loss_per_step():
+    result = wss.simulate(scenario())
+    losses = result.numerics.losses
+    assert len(losses) == len(result.steps) == 60
+    assert [s.loss for s in result.steps] == losses
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:10])
+    assert result.numerics.accuracies[-1] > 0.3  # 10 classes: chance is ~0.1
+
+
+def test_the_timing_reads_the_real_masks():
+    s = wss.load_scenario(scenario(steps=2))
+    outcome, profiles = run_numerics(s)
+    plan = make_plan(s, profiles)
+    for kp, cols, rows in zip(plan.kernels, outcome.col_nnz, outcome.row_nnz):
+        np.testing.assert_array_equal(kp.profile.col_counts, cols)
+        np.testing.assert_array_equal(kp.profile.row_counts, rows)
+        assert kp.nnz == int(np.sum(outcome.masks[kp.index]))
+    # A different seed gives different masks, so different per-feature counts in the cycle model.
+    other = wss.load_scenario({**scenario(steps=2), "seed": 4})
+    other_plan = make_plan(other, run_numerics(other)[1])
+    assert not np.array_equal(plan.kernels[0].profile.col_counts, other_plan.kernels[0].profile.col_counts)
+
+
+def test_spec_follows_the_scenario():
+    s = wss.load_scenario(scenario(steps=5, prune="magnitude", dataset="gaussian_mixture"))
+    spec = numerics_spec(s)
+    assert spec.layer_sizes == (784, 256, 256, 10)
+    assert spec.densities == (0.5, 0.5, 0.5)
+    assert (spec.wafers, spec.global_batch, spec.steps, spec.seed) == (4, 128, 5, 3)
+    assert (spec.prune, spec.dataset, spec.optimizer, spec.stream_dtype) == ("magnitude", "gaussian_mixture", "adamw", "float16")
+
+
+def test_numerics_do_not_depend_on_blas_threads():
+    code = (
+        "import hashlib, wss;"
+        "r = wss.simulate({'hardware': {'preset': 'cs2-cluster', 'wafers': 2}, 'workload': {'model': 'fc-mnist'},"
+        "'training': {'global_batch': 64, 'steps': 5}, 'numerics': {'enabled': True}});"
+        "print(hashlib.sha256(r.to_json().encode()).hexdigest())"
+    )
+    digests = set()
+    for threads in ("1", "2"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, check=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+
+
+def test_the_cli_shows_the_loss_curve(tmp_path):
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario(steps=20)))
+    wss_cmd = Path(sys.executable).with_name("wss")
+    out = subprocess.run([str(wss_cmd), "simulate", str(path), "-o", str(tmp_path / "o")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    line = next(l for l in out.stdout.splitlines() if l.strip().startswith("loss"))
+    assert "over 20 steps" in line and "accuracy" in line
