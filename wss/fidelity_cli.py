@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .errors import ScenarioError, WssError
+from .summary import fmt_time
 
 __all__ = ["add_commands", "run", "COMMANDS"]
 
@@ -79,11 +80,11 @@ def _estimate(args: argparse.Namespace) -> int:
 
         result = simulate(scenario)
         diff = est.step_time_s / result.step_time_s - 1.0
-        print(f"  simulated    {_fmt_time(result.step_time_s)}  (estimate {diff:+.2%}); simulator bound by "
+        print(f"  simulated    {fmt_time(result.step_time_s)}  (estimate {diff:+.2%}); simulator bound by "
               f"{result.bound_by}")
         for c, v in result.breakdown_s.items():
             if v > 0 or est.breakdown_s[c] > 0:
-                print(f"    {c:<10} simulated {_fmt_time(v):>12}  estimated {_fmt_time(est.breakdown_s[c]):>12}")
+                print(f"    {c:<10} simulated {fmt_time(v):>12}  estimated {fmt_time(est.breakdown_s[c]):>12}")
     return 0
 
 
@@ -91,7 +92,7 @@ def format_estimate(est) -> str:
     """Human-readable text of an :class:`~wss.estimate.Estimate`."""
     lines = [f"{est.scenario_name}: closed-form estimate ({est.micro_batches} micro-batch"
              f"{'es' if est.micro_batches > 1 else ''} per step)"]
-    lines.append(f"  step time    {_fmt_time(est.step_time_s)}")
+    lines.append(f"  step time    {fmt_time(est.step_time_s)}")
     tokens = f", {est.tokens_per_s:,.4g} tokens/s" if est.tokens_per_sample > 1 else ""
     lines.append(f"  throughput   {est.samples_per_s:,.4g} samples/s{tokens}")
     lines.append(f"  bound by     {est.bound_by} (weights stream over {est.stream_bottleneck}; "
@@ -99,17 +100,9 @@ def format_estimate(est) -> str:
     lines.append("  where the time goes (per step):")
     for c, v in est.breakdown_s.items():
         if v > 0:
-            lines.append(f"    {c:<10} {_fmt_time(v):>12}  {v / est.step_time_s:6.1%}")
-    lines.append("  terms: " + ", ".join(f"{k} {_fmt_time(v)}" for k, v in est.terms_s.items() if v > 0))
+            lines.append(f"    {c:<10} {fmt_time(v):>12}  {v / est.step_time_s:6.1%}")
+    lines.append("  terms: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in est.terms_s.items() if v > 0))
     return "\n".join(lines)
-
-
-def _fmt_time(t: float) -> str:
-    if t >= 1:
-        return f"{t:.4g} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.4g} ms"
-    return f"{t * 1e6:.4g} us"
 
 
 def _reproduce(args: argparse.Namespace) -> int:
