@@ -71,6 +71,12 @@ class Cluster:
             c[link.name + ".bytes"] = link.bytes
         return c
 
+    def state(self) -> tuple:
+        """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
+        stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.memoryx.grad_inbox]
+        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
+        return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged)
+
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
         value = self.counters()[counter]
@@ -113,7 +119,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
     if plan.fold_copies:
         def snapshot(step: int, mb: int) -> None:
-            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters())
+            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
 
         wafer.on_micro_batch_start = snapshot
 

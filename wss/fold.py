@@ -11,8 +11,10 @@ bytes) grows by the interval's delta per copy, every time after the
 insertion point shifts by the interval's length per copy.
 
 The fold is checked, not assumed: micro-batch 2's and 3's intervals must be
-identical in length and in every counter (relative 1e-9).  Where they are
-not (e.g. an optimizer backlog that grows from one micro-batch to the next),
+identical in length and in every counter (relative 1e-9), and everything
+queued or in flight (link buffers, the optimizer's backlog, flash staging)
+must be the same at their starts.  Where it is not (e.g. an optimizer
+backlog that grows from one micro-batch to the next),
 :func:`analyse` raises :class:`FoldMismatch` and the caller simulates every
 micro-batch instead.
 """
@@ -37,6 +39,7 @@ class Snapshot:
     time: float
     timeline_len: int
     counters: dict[str, float]
+    state: tuple  # queue lengths, optimizer backlog, staged bytes (see Cluster.state)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,17 @@ class Fold:
         return sum(self.copies * f.deltas.get(counter, 0.0) for f in self.steps)
 
 
+def _same_state(a: tuple, b: tuple, period: float) -> bool:
+    """Equal queue lengths and (to rounding) equal in-flight times and levels."""
+    (stores_a, (queued_a, running_a), staged_a), (stores_b, (queued_b, running_b), staged_b) = a, b
+    return (
+        stores_a == stores_b
+        and queued_a == queued_b
+        and abs(running_a - running_b) <= REL_TOL * max(period, 1e-300)
+        and _close(staged_a, staged_b)
+    )
+
+
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-300)
 
@@ -89,12 +103,19 @@ def analyse(
     for step in range(steps):
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
         p2, p3 = s3.time - s2.time, s4.time - s3.time
+        if not _same_state(s2.state, s3.state, p3):
+            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 ({s2.state} vs {s3.state})")
         if not _close(p2, p3):
             raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
         deltas = {}
         for key, end in s4.counters.items():
             d3 = end - s3.counters[key]
             d2 = s3.counters[key] - s2.counters[key]
+            if key.startswith("inputs"):
+                # Input runs one micro-batch ahead: micro-batch 3's interval carries the (possibly
+                # smaller) last micro-batch's data, micro-batch 2's a full one, as every copy does.
+                deltas[key] = d2
+                continue
             if not _close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
                 raise FoldMismatch(f"step {step}: {key} grew by {d2!r} in micro-batch 2 but {d3!r} in 3")
             deltas[key] = d3

@@ -211,3 +211,16 @@ def test_folded_records_match_the_full_simulation(results):
         if abs(r.start_s - ref.start_s) > tol or abs(r.end_s - ref.end_s) > tol:
             wrong.append((r.step, r.micro_batch, r.name, r.phase, r.end_s - r.start_s, ref.end_s - ref.start_s))
     assert wrong == []
+
+
+def test_a_run_that_is_not_periodic_is_not_folded():
+    """A slow optimizer falls further behind every micro-batch: the fold check must refuse it."""
+    slow = scenario_dict(
+        model=TINY_GPT, wafers=2, global_batch=20, steps=1, optimizer="adamw", training={"micro_batch": 1}
+    )
+    slow["hardware"].setdefault("memoryx", {})["optimizer_flops"] = 1e6
+    result = wss.simulate(slow)
+    assert result.cluster["micro_batches_simulated"] == 10  # fell back to simulating every micro-batch
+    full = wss.simulate({**slow, "simulation": {"fold_micro_batches": False}})
+    assert result.step_time_s == full.step_time_s
+    assert result.records == full.records

@@ -70,6 +70,7 @@ class OptimizerCoprocessor:
         self.jobs: list[UpdateJob] = []
         self.busy_s = 0.0
         self.flash_busy_s = 0.0
+        self.current: UpdateJob | None = None
 
     def done_event(self, kernel: int, step: int) -> simpy.Event:
         """Event that fires when ``kernel``'s update of ``step`` is finished."""
@@ -77,6 +78,11 @@ class OptimizerCoprocessor:
         if key not in self.done:
             self.done[key] = self.env.event()
         return self.done[key]
+
+    def backlog(self) -> tuple[int, float]:
+        """Jobs waiting, and how long the job in service has been running (for fold checks)."""
+        running = self.env.now - self.current.start if self.current is not None else -1.0
+        return len(self.queue.items), running
 
     def submit(self, job: UpdateJob, first: bool, accumulated: bool) -> None:
         """Queue a job.
@@ -100,6 +106,7 @@ class OptimizerCoprocessor:
         env = self.env
         while True:
             job = yield self.queue.get()
+            self.current = job
             job.start = env.now
             compute = job.flops / self.flops_rate
             if job.tier == "dram":
@@ -113,6 +120,7 @@ class OptimizerCoprocessor:
                 rest = max(job.write_bytes / self.flash_write_Bps, compute - (env.now - job.start))
                 yield env.timeout(max(rest, 0.0))
             job.end = env.now
+            self.current = None
             self.busy_s += job.end - job.start
             self.jobs.append(job)
             if job.kind == "update":
