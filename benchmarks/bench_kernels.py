@@ -15,7 +15,6 @@ step pays because every update yields new weights.  ``ratio`` is
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import time

@@ -14,7 +14,7 @@ import pytest
 import wss
 from wss.kernels.cycles import dense_profile, kernel_cycles
 
-from core_helpers import HUGE, dense_model, ideal_hardware, scenario_dict
+from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 REL = 5e-3  # "within 0.5%"
 MiB = 2**20
