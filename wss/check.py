@@ -131,10 +131,8 @@ def metric_spec(name: str) -> MetricSpec:
 def metrics_of(result: Result) -> dict[str, float | str]:
     """The metrics a baseline keeps, flat and keyed by dotted name.
 
-    Per-phase times are the summed durations of the result's records of that
-    phase, per step.  In a run with folded micro-batches the records cover the
-    simulated micro-batches only, so these are a fingerprint of the run, not
-    the wafer's total time in the phase.
+    Per-phase times are ``Result.phase_s``: time per step in each phase,
+    folded micro-batches included.
     """
     m: dict[str, float | str] = {
         "step_time_s": result.step_time_s,
@@ -146,11 +144,8 @@ def metrics_of(result: Result) -> dict[str, float | str]:
     for cause, seconds in result.breakdown_s.items():
         m[f"breakdown_s.{cause}"] = seconds
     phases = {f"phase_s.{where}.{phase}": 0.0 for where, phase in _PHASES}
-    for r in result.records:
-        key = f"phase_s.{r.where}.{r.phase}"
-        phases[key] = phases.get(key, 0.0) + (r.end_s - r.start_s)
-    steps = result.scenario.training.steps
-    m.update({key: total / steps for key, total in phases.items()})
+    phases.update({f"phase_s.{key}": seconds for key, seconds in result.phase_s.items()})
+    m.update(phases)
     for name, lb in result.link_bytes.items():
         m[f"link_bytes.{name}.per_link_bytes"] = lb.per_link_bytes
         m[f"link_bytes.{name}.total_bytes"] = lb.total_bytes

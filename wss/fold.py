@@ -57,6 +57,8 @@ class Fold:
     copies: int
     steps: list[StepFold]
     last_micro_batch: int
+    #: The micro-batch whose interval every copy repeats.
+    copied_micro_batch: int = 3
 
     def shift_of(self, step: int, micro_batch: int) -> float:
         """How far everything belonging to (step, micro-batch) moves on the unfolded axis.

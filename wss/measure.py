@@ -96,6 +96,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
 
+    records = _records(cluster, shift)
     result = Result(
         wss_version=version,
         scenario=s,
@@ -110,6 +111,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         utilisation=utilisation,
         link_bytes=_link_bytes(cluster),
         weight_crossings_per_step=_crossings(cluster),
+        phase_s=_phase_seconds(records, fold, n_steps),
         memory=_memory(plan),
         cluster={
             "wafers": hw.wafers,
@@ -125,9 +127,19 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         },
         numerics=numerics,
         sim_events=cluster.events,
-        records=_records(cluster, shift),
+        records=records,
     )
     return result
+
+
+def _phase_seconds(records: list[KernelRecord], fold, steps: int) -> dict[str, float]:
+    """Mean time per step in each phase; a folded run's copied micro-batch counts once per copy too."""
+    out: dict[str, float] = {}
+    for r in records:
+        weight = 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
+        key = f"{r.where}.{r.phase}"
+        out[key] = out.get(key, 0.0) + weight * (r.end_s - r.start_s) / steps
+    return dict(sorted(out.items()))
 
 
 def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:

@@ -119,6 +119,10 @@ class Result(_Data):
     utilisation: dict[str, float] = Field(description="Busy fraction of each part over the whole run.")
     link_bytes: dict[str, LinkBytes] = Field(description="Bytes per step on each class of link.")
     weight_crossings_per_step: float = Field(description="Times each weight crosses a wafer link per step.")
+    phase_s: dict[str, float] = Field(
+        description="Mean seconds per step spent in each phase, keyed 'where.phase' (e.g. 'wafer.forward', "
+        "'memoryx.update'); folded micro-batches included."
+    )
     memory: MemoryFootprint
     cluster: dict[str, int | float | list[int]]
     numerics: NumericsSummary | None = None

@@ -193,6 +193,9 @@ def test_folded_micro_batches_agree_with_the_full_simulation(results):
     for name, u in full.utilisation.items():
         assert folded.utilisation[name] == pytest.approx(u, rel=1e-9), name
     assert folded.weight_crossings_per_step == pytest.approx(full.weight_crossings_per_step, rel=1e-9)
+    assert folded.phase_s.keys() == full.phase_s.keys()
+    for key, seconds in full.phase_s.items():
+        assert folded.phase_s[key] == pytest.approx(seconds, rel=1e-9), key
 
 
 def test_folded_records_match_the_full_simulation(results):
