@@ -27,6 +27,7 @@ the next run tries it again.  Bad sweep specifications raise
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import hashlib
 import itertools
 import json
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ScenarioError, WssError
 from .files import atomic_write_text
+from .presets import config_root
 from .results import BREAKDOWN_CATEGORIES, MemoryFootprint
 from .scenario import Scenario, load_scenario
 
@@ -159,11 +161,31 @@ def _points(axes: list[_Axis]) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
 # --------------------------------------------------------------------------- one point
 
 
+@functools.lru_cache(maxsize=1)
+def model_fingerprint() -> str:
+    """sha256 of wss's own source and presets: a cached point is reused only by the same model.
+
+    The version number alone would let a cache made before a change to the
+    model answer for the model after it.
+    """
+    digest = hashlib.sha256()
+    for root, pattern in ((Path(__file__).resolve().parent, "*.py"), (config_root(), "*.yaml")):
+        for path in sorted(root.rglob(pattern)):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def scenario_key(scenario: Scenario, fidelity: str = "simulate") -> str:
-    """sha256 of the canonical JSON of the resolved scenario, the fidelity and the wss version."""
+    """sha256 of the canonical JSON of the resolved scenario, the fidelity, the wss version and source."""
     from . import __version__
 
-    doc = {"fidelity": fidelity, "scenario": scenario.model_dump(mode="json"), "wss_version": __version__}
+    doc = {
+        "fidelity": fidelity,
+        "scenario": scenario.model_dump(mode="json"),
+        "wss_version": __version__,
+        "model": model_fingerprint(),
+    }
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pandas as pd
@@ -115,3 +116,13 @@ def test_unexpected_failures_are_rows_and_not_cached(base, counting_executor, tm
     healthy = counting_executor()
     assert (sweep(base, {"hardware.wafers": [1, 2]}, executor=healthy, out=tmp_path)["status"] == "ok").all()
     assert healthy.calls == 2
+
+
+def test_cache_key_follows_the_model_source(base, monkeypatch):
+    """A cache made by one version of the model must not answer for another."""
+    module = importlib.import_module("wss.sweep")  # the function wss.sweep shadows the module
+    scenario = wss.load_scenario(base)
+    before = module.scenario_key(scenario)
+    assert before == module.scenario_key(scenario)  # deterministic
+    monkeypatch.setattr(module, "model_fingerprint", lambda: "a different model")
+    assert module.scenario_key(scenario) != before
