@@ -21,28 +21,27 @@ Fast path and switch-over density
 
 * ``density >= SPARSE_DENSITY_THRESHOLD``: the dense masked matrix (cached on
   the weights) times the activations through BLAS.
-* below it: a padded-row ("sliced ELL") product.  Output features are sorted
-  by non-zero count (as the wafer's compiler sorts rows) and cut into segments
-  padded to their longest row, each as long as it can be with at most 5%
-  padding.  For each slice of rows (a gather of about ``_CHUNK_BYTES``) and
-  block of at most ``_TOKEN_BLOCK`` tokens, ``np.take`` gathers the
-  activation rows named by the indices (``r x k x T``) into one reused
-  buffer and one batched ``matmul`` contracts them with the padded weights.  This is pure numpy (no
-  scipy at run time) and, unlike ``np.add.reduceat`` over axis 0 (which we
-  measured 5-50x slower), keeps the reduction inside BLAS.
+* below it, forward and delta propagation go through ``scipy.sparse`` CSR
+  (``csr @ X`` and ``csr.T @ dY``; the CSR view shares ``W``'s index arrays
+  and is cached on the weights), whose compiled loop fuses the gather and the
+  multiply-add that numpy must do in two passes.  The weight gradient is a
+  sampled dense-dense product (SDDMM), which scipy does not offer; it uses a
+  padded-row ("sliced ELL") layout: output features sorted by non-zero count
+  (as the wafer's compiler sorts rows) and cut into segments padded to their
+  longest row, each as long as it can be with at most 5% padding; for each
+  slice of rows (a gather of about ``_CHUNK_BYTES``) and block of at most
+  ``_TOKEN_BLOCK`` tokens, ``np.take`` gathers the activation rows named by
+  the indices into one reused buffer and one batched ``matmul`` contracts
+  them with the gathered deltas, keeping the reduction inside BLAS.
 
 Why 5%: on the benchmark machine (2 cores, OpenBLAS, 4096 x 4096 weights,
 128-2048 tokens; ``python benchmarks/bench_kernels.py --sweep``) dense BLAS
-takes the same time at any density while the padded product grows with the
-non-zeros.  The measured time ratio padded/dense (forward and weight gradient
-alike) was 0.26-0.49 at 1%, 0.63-0.79 at 4%, 0.79-1.22 at 5% and 6%,
-1.15-1.74 at 8% and 1.3-2.0 at 10%: the two cross near 5%, and switching
-there costs at most about 20% on either side of the crossing.
-
-Against ``scipy.sparse`` CSR at 1%, the padded product is 1.1-1.5x slower at
-128-512 tokens (it writes the gathered rows once and reads them again, where
-scipy's compiled loop fuses the two) and 0.55-0.75x at 2048 tokens.  From
-10% up dense BLAS is the fastest of the three.
+takes the same time at any density while the sparse products grow with the
+non-zeros; scipy CSR and dense BLAS cross between 4% and 6%, as does the
+padded weight gradient.  Switching at 5% costs at most about 20% on either
+side of the crossing.  An earlier numpy-only padded forward product was
+1.1-2x slower than scipy CSR at 1% density, which is why scipy is a run-time
+dependency.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sps
 
 from wss.kernels.mapping import deal_rows
 from wss.kernels.sparse_format import SparseWeights
@@ -198,22 +198,11 @@ def _build_padded(rows: np.ndarray, cols: np.ndarray, n_rows: int) -> _Padded:
     )
 
 
-def _padded(W: SparseWeights, transpose: bool) -> _Padded:
-    key = ("structure", "padded", transpose)
+def _padded(W: SparseWeights) -> _Padded:
+    """Padded-row layout of ``W`` by output feature, cached with the structure."""
+    key = ("structure", "padded")
     if key not in W._cache:
-        rows, cols = W.row_ids().astype(np.intp), W.indices.astype(np.intp)
-        if transpose:
-            rows, cols = cols, rows
-        W._cache[key] = _build_padded(rows, cols, W.shape[1] if transpose else W.shape[0])
-    return W._cache[key]
-
-
-def _padded_values(W: SparseWeights, plan: _Padded, transpose: bool, dtype: np.dtype) -> np.ndarray:
-    key = ("padded_values", transpose, dtype)
-    if key not in W._cache:
-        flat = np.zeros(plan.size, dtype=dtype)
-        flat[plan.slot] = W.values
-        W._cache[key] = flat
+        W._cache[key] = _build_padded(W.row_ids().astype(np.intp), W.indices.astype(np.intp), W.shape[0])
     return W._cache[key]
 
 
@@ -232,34 +221,17 @@ def _slices(plan: _Padded, n_tokens: int, itemsize: int) -> list[tuple[int, int,
     return out
 
 
-def _padded_product(W: SparseWeights, A: np.ndarray, transpose: bool, dtype: np.dtype) -> np.ndarray:
-    """``W @ A`` (or ``W.T @ A``) with the padded-row layout."""
-    plan = _padded(W, transpose)
-    vals = _padded_values(W, plan, transpose, dtype)
-    n_tok = A.shape[1]
-    first = plan.first
-    out = np.empty((plan.n_rows, n_tok), dtype=dtype)
-    out[plan.order[:first]] = 0.0
-    res = np.empty((plan.n_rows - first, min(n_tok, _TOKEN_BLOCK)), dtype=dtype)
-    buf = np.empty(_CHUNK_BYTES // dtype.itemsize + max(plan.width, default=0) * _TOKEN_BLOCK, dtype=dtype)
-    for t0, t1 in _token_blocks(n_tok):
-        nt = t1 - t0
-        block = A if nt == n_tok else np.ascontiguousarray(A[:, t0:t1])
-        for j, a, b in _slices(plan, nt, dtype.itemsize):
-            w, a0, off = plan.width[j], plan.bounds[j], plan.offset[j]
-            seg_vals = vals[off + (a - a0) * w : off + (b - a0) * w].reshape(b - a, 1, w)
-            # One reused buffer: a fresh allocation per slice costs page faults.
-            gathered = buf[: (b - a) * w * nt].reshape(b - a, w, nt)
-            # mode="clip" skips numpy's buffered bounds-checked path (indices are valid).
-            np.take(block, plan.idx[j][a - a0 : b - a0], axis=0, out=gathered, mode="clip")
-            np.matmul(seg_vals, gathered, out=res[a - first : b - first, None, :nt])
-        out[plan.order[first:], t0:t1] = res[:, :nt]
-    return out
+def _csr(W: SparseWeights, dtype: np.dtype) -> sps.csr_array:
+    """``W`` as a scipy CSR array in ``dtype``, sharing the index arrays; cached on ``W``."""
+    key = ("csr", dtype)
+    if key not in W._cache:
+        W._cache[key] = sps.csr_array((W.values.astype(dtype, copy=False), W.indices, W.indptr), shape=W.shape)
+    return W._cache[key]
 
 
 def _padded_weight_grad(W: SparseWeights, X: np.ndarray, dY: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Per-non-zero dot products ``dY[m] . X[i]`` with the padded-row layout."""
-    plan = _padded(W, transpose=False)
+    plan = _padded(W)
     n_tok = X.shape[1]
     widest = max(plan.width, default=0)
     flat = np.zeros(plan.size, dtype=dtype)
@@ -303,7 +275,7 @@ def forward(W: SparseWeights, X: np.ndarray, method: Method = "auto") -> np.ndar
     dtype = compute_dtype(W, X)
     X = X.astype(dtype, copy=False)
     if _use_sparse(W, method):
-        return _padded_product(W, X, transpose=False, dtype=dtype)
+        return np.asarray(_csr(W, dtype) @ X)
     return _dense(W, dtype) @ X
 
 
@@ -313,7 +285,7 @@ def backward_data(W: SparseWeights, dY: np.ndarray, method: Method = "auto") -> 
     dtype = compute_dtype(W, dY)
     dY = dY.astype(dtype, copy=False)
     if _use_sparse(W, method):
-        return _padded_product(W, dY, transpose=True, dtype=dtype)
+        return np.asarray(_csr(W, dtype).T @ dY)
     return _dense(W, dtype).T @ dY
 
 
