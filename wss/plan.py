@@ -14,7 +14,11 @@ Byte conventions (DESIGN.md):
 * gradients up: ``nnz b_g`` (MemoryX knows the mask, no indices);
 * MemoryX reads the fp32 master weights (4 B per non-zero) for every stream
   and converts to the streamed precision on the way out (an assumption: no
-  second copy is stored); sparse kernels also store a 4 B index per non-zero.
+  second copy is stored);
+* a pruned kernel's mask is stored beside its state as a bitmask (``M K / 8``
+  bytes) or an int32 index per non-zero, whichever is smaller (an
+  assumption: the storage format of MemoryX is not public), so the state
+  shrinks monotonically as sparsity grows.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ __all__ = ["Plan", "KernelPlan", "make_plan"]
 
 INDEX_BYTES = 2  # 16-bit index beside each streamed sparse weight
 CONTROL_BYTES = 4  # one 32-bit control wavelet closes each output feature
-STORED_INDEX_BYTES = 4  # MemoryX keeps an int32 index per non-zero of a sparse kernel
+STORED_INDEX_BYTES = 4  # an int32 index per non-zero, if MemoryX stores the mask as indices
 
 
 @dataclass(frozen=True)
@@ -225,7 +229,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         sb, sparse = _stream_bytes(k, p, b_w)
         stream.append((sb, sparse))
         owned = owners[i] == i  # tied weights live (and are updated) once, with their owner
-        state.append(p.nnz * opt.state_bytes + (p.nnz * STORED_INDEX_BYTES if sparse else 0) if owned else 0)
+        state.append(p.nnz * opt.state_bytes + _mask_bytes(k, p) if owned else 0)
     total_state = float(sum(state))
     if total_state > mx.capacity_bytes:
         raise InfeasibleError(
@@ -341,6 +345,13 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
 def _source(s: Scenario) -> str:
     """How errors name a scenario after loading (the CLI replaces it with the file path)."""
     return f"<scenario {s.name!r}>"
+
+
+def _mask_bytes(k: StreamedKernel, p: NnzProfile) -> float:
+    """MemoryX bytes for a kernel's sparsity mask: none when dense, else bitmask or indices, the smaller."""
+    if p.nnz >= k.params:
+        return 0.0
+    return float(min(math.ceil(k.params / 8), p.nnz * STORED_INDEX_BYTES))
 
 
 def _stream_bytes(k: StreamedKernel, p: NnzProfile, b_w: int) -> tuple[float, bool]:

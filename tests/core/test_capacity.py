@@ -142,3 +142,17 @@ def test_auto_checkpointing_switches_to_blocks_when_one_sample_does_not_fit():
     assert plan.checkpointing == "blocks"
     with pytest.raises(InfeasibleError, match="training.micro_batch"):
         wss.plan(wss.load_scenario(s, {"training.activation_checkpointing": "none"}))
+
+
+def test_memoryx_state_shrinks_as_sparsity_grows():
+    """A sparser model never needs more MemoryX: the mask costs a bitmask or indices, the smaller."""
+    sizes = []
+    for sparsity in (0.0, 0.25, 0.5, 0.55, 0.9, 0.96, 0.97, 0.99):
+        plan = wss.plan(scenario_dict(model="gpt3-1.3b", optimizer="adamw", workload={"sparsity": sparsity}))
+        sizes.append(plan.memoryx_state_bytes)
+    assert sizes == sorted(sizes, reverse=True), sizes
+    dense_state = sizes[0]
+    # 50%: half the state plus a 1-bit mask per weight (16 B Adam state per parameter).
+    assert sizes[2] == pytest.approx(dense_state * (0.5 + 1 / 8 / 16), rel=2e-3)
+    # 99%: indices (4 B per non-zero) beat the bitmask.
+    assert sizes[-1] == pytest.approx(dense_state * 0.01 * (16 + 4) / 16, rel=0.05)
