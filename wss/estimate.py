@@ -49,6 +49,7 @@ one drain and one update of the first kernel (the iteration-boundary bubble); so
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .components.inputs import TOKEN_ID_BYTES
 from .components.optimizer_costs import SCALAR_BYTES
 from .plan import KernelPlan, Plan, make_plan
-from .results import BREAKDOWN_CATEGORIES
+from .results import BREAKDOWN_CATEGORIES, bound_category, paced_by
 from .scenario import PRECISION_BYTES, Scenario, load_scenario
 from .workload import WaferOp
 
@@ -82,7 +83,11 @@ class Estimate(BaseModel):
     breakdown_s: dict[str, float] = Field(
         description="Step time split into compute, stream, flash, optimizer, bubble and input; sums to step_time_s."
     )
-    bound_by: str = Field(description="The category taking most of the step.")
+    pacing_s: dict[str, float] = Field(
+        description="Step time by what paced it: passes whole by compute or their wait's cause, the rest by "
+        "their term (as Result.pacing_s)."
+    )
+    bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
     terms_s: dict[str, float] = Field(description="The model's additive terms per step (see TERMS); sum to step_time_s.")
     stream_bottleneck: str = Field(description="Slowest stage on the first kernel's way down (memoryx or swarmx.lN).")
     micro_batches: int = Field(description="Micro-batches per step on the busiest wafer.")
@@ -331,6 +336,7 @@ class _Sweep:
     lag_out: float = 0.0
     ends: list[float] = field(default_factory=list)  # end of each pass from the micro-batch's start
     lags: list[float] = field(default_factory=list)  # gradient work queued at each pass's end
+    paced: dict[str, float] = field(default_factory=dict)  # pass seconds by what paced them (paced_by)
 
 
 def _sweep(items: list[_Item], caps: tuple[list[float], list[float]], lead: float, lag: float) -> _Sweep:
@@ -357,6 +363,9 @@ def _sweep(items: list[_Item], caps: tuple[list[float], list[float]], lead: floa
         out.compute += it.compute_s
         out.flash += it.flash_s
         out.flash_wait += max(0.0, dur - it.compute_s) * it.flash_share
+        wait = max(0.0, dur - it.compute_s)
+        pace = paced_by(it.compute_s, {"flash": wait * it.flash_share, "stream": wait * (1.0 - it.flash_share)})
+        out.paced[pace] = out.paced.get(pace, 0.0) + dur
         out.ends.append(t)
         out.lags.append(lag)
     out.duration, out.lead_out, out.lag_out = t, lead, lag
@@ -380,6 +389,7 @@ class _Step:
     queue: float
     input_wait: float  # waits for the inputs of micro-batches after the first
     last_micro_batch: float  # the wafer's time on the last micro-batch (its input wait included)
+    paced: dict[str, float]  # pass seconds by what paced them
 
 
 class _Model:
@@ -501,7 +511,8 @@ class _Model:
             after = service - read if read else after + service
         flash_wait = sum(sw.flash_wait for _, sw in runs)
         last = waits[-1] + runs[-1][1].duration
-        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), last)
+        paced = {c: math.fsum(sw.paced.get(c, 0.0) for _, sw in runs) for c in BREAKDOWN_CATEGORIES}
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), last, paced)
 
 
 def estimate_plan(plan: Plan) -> Estimate:
@@ -562,7 +573,10 @@ def estimate_plan(plan: Plan) -> Estimate:
         "input": input_s,
     }
     step = sum(terms.values())
-    bound_by = max(BREAKDOWN_CATEGORIES, key=lambda c: (breakdown[c], -BREAKDOWN_CATEGORIES.index(c)))
+    pacing = {c: mean(opening.paced[c], later.paced[c]) for c in BREAKDOWN_CATEGORIES}
+    for c in ("flash", "optimizer", "bubble", "input"):  # the terms outside the passes pace themselves
+        pacing[c] += breakdown[c] - (flash_wait if c == "flash" else 0.0)
+    bound_by = bound_category(pacing)
     samples = s.training.global_batch
     return Estimate(
         scenario_name=s.name,
@@ -570,6 +584,7 @@ def estimate_plan(plan: Plan) -> Estimate:
         samples_per_s=samples / step,
         tokens_per_s=samples * plan.tokens_per_sample / step,
         breakdown_s=breakdown,
+        pacing_s=pacing,
         bound_by=bound_by,
         terms_s=terms,
         stream_bottleneck=way.bottleneck,

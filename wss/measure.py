@@ -12,6 +12,8 @@ from .results import (
     NumericsSummary,
     Result,
     StepRecord,
+    bound_category,
+    paced_by,
 )
 from .workload import StreamedKernel, WaferOp
 
@@ -83,7 +85,6 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         )
     step_time = total / n_steps
     mean_breakdown = {c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES}
-    bound_by = max(BREAKDOWN_CATEGORIES, key=lambda c: (mean_breakdown[c], -BREAKDOWN_CATEGORIES.index(c)))
 
     samples = s.training.global_batch
     tokens = samples * plan.tokens_per_sample
@@ -97,6 +98,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         utilisation[link.name] = cluster.total(link.name) / total
 
     records = _records(cluster, shift)
+    pacing = _pacing(records, fold, n_steps, [(a, b, cause) for a, b, cause, p in timeline if p == -1])
     result = Result(
         wss_version=version,
         scenario=s,
@@ -107,10 +109,11 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         steps=steps,
         flops=flops,
         breakdown_s=mean_breakdown,
-        bound_by=bound_by,
+        pacing_s=pacing,
+        bound_by=bound_category(pacing),
         utilisation=utilisation,
         link_bytes=_link_bytes(cluster),
-        weight_crossings_per_step=_crossings(cluster),
+        weight_crossings_per_micro_batch=_crossings(cluster),
         phase_s=_phase_seconds(records, fold, n_steps),
         memory=_memory(plan),
         cluster={
@@ -132,13 +135,28 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     return result
 
 
+def _copies(r: KernelRecord, fold) -> int:
+    """How many micro-batches a record stands for (a folded run copies one micro-batch)."""
+    return 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
+
+
+def _pacing(records: list[KernelRecord], fold, steps: int, tail: list[tuple[float, float, str]]) -> dict[str, float]:
+    """Mean seconds per step by what paced it: wafer passes whole, then the run's tail by its cause."""
+    out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
+    for r in records:
+        if r.where == "wafer":
+            out[r.bound_by] += _copies(r, fold) * (r.end_s - r.start_s)
+    for a, b, cause in tail:
+        out[cause] += b - a
+    return {c: v / steps for c, v in out.items()}
+
+
 def _phase_seconds(records: list[KernelRecord], fold, steps: int) -> dict[str, float]:
     """Mean time per step in each phase; a folded run's copied micro-batch counts once per copy too."""
     out: dict[str, float] = {}
     for r in records:
-        weight = 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
         key = f"{r.where}.{r.phase}"
-        out[key] = out.get(key, 0.0) + weight * (r.end_s - r.start_s) / steps
+        out[key] = out.get(key, 0.0) + _copies(r, fold) * (r.end_s - r.start_s) / steps
     return dict(sorted(out.items()))
 
 
@@ -167,7 +185,8 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
         achieved_dense_equivalent_flops=dense / step_time,
         achieved_executed_flops=executed / step_time,
         peak_flops=peak,
-        fraction_of_peak=dense / step_time / peak,
+        fraction_of_peak=executed / step_time / peak,
+        dense_equivalent_fraction_of_peak=dense / step_time / peak,
     )
 
 
@@ -205,7 +224,7 @@ def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
 
 
 def _crossings(cluster: Cluster) -> float:
-    """Weight bytes into one wafer per step over the bytes of one full streamed copy of the weights."""
+    """Weight bytes into one wafer per step over one full streamed copy of the weights, per micro-batch."""
     plan = cluster.plan
     one_copy = sum(k.stream_bytes for k in plan.kernels)
     per_step = cluster.total(cluster.swarmx.down[-1].name + ".bytes") / plan.scenario.training.steps
@@ -236,10 +255,7 @@ def _records(cluster: Cluster, shift) -> list[KernelRecord]:
     recs: list[KernelRecord] = []
     for p, t in zip(cluster.program, cluster.wafer.passes):
         op = plan.ops[p.op]
-        if t.stall_s > t.compute_s and t.stall_by:
-            bound = max(sorted(t.stall_by), key=lambda c: t.stall_by[c])
-        else:
-            bound = "compute"
+        bound = paced_by(t.compute_s, t.stall_by)
         recs.append(
             KernelRecord(
                 step=p.step,

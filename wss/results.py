@@ -9,9 +9,12 @@ Results are deterministic: the same scenario gives byte-identical JSON.
 
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .files import atomic_write_text
 from .scenario import Scenario
@@ -25,10 +28,36 @@ __all__ = [
     "FlopsSummary",
     "NumericsSummary",
     "BREAKDOWN_CATEGORIES",
+    "PACING_TOLERANCE",
+    "paced_by",
+    "bound_category",
 ]
 
 #: How the time of a step is split (see wss.components.wafer).
 BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input")
+
+#: A pass whose waits stay under this fraction of its time is paced by its compute: such a wait is
+#: a fill latency, not a rate limit.  A classification threshold, not a hardware figure.
+PACING_TOLERANCE = 0.01
+
+
+def paced_by(compute_s: float, stall_by: dict[str, float]) -> str:
+    """What paced one wafer pass: ``"compute"``, or the cause of most of its waiting.
+
+    The breakdown counts a pass's compute and its waits separately; what *paced* it is another
+    question.  A pass that computes 54% of its time and waits for weights 46% is paced by the
+    stream: a faster clock would only lengthen the waits.  So any wait beyond
+    :data:`PACING_TOLERANCE` makes its largest cause the pace of the whole pass.
+    """
+    stall = sum(stall_by.values())
+    if stall > PACING_TOLERANCE * (compute_s + stall):
+        return max(sorted(stall_by), key=lambda c: stall_by[c])
+    return "compute"
+
+
+def bound_category(pacing_s: dict[str, float]) -> str:
+    """The category pacing most of the step (ties go to the earlier of :data:`BREAKDOWN_CATEGORIES`)."""
+    return max(BREAKDOWN_CATEGORIES, key=lambda c: (pacing_s.get(c, 0.0), -BREAKDOWN_CATEGORIES.index(c)))
 
 
 class _Data(BaseModel):
@@ -95,12 +124,30 @@ class FlopsSummary(_Data):
     achieved_dense_equivalent_flops: float
     achieved_executed_flops: float
     peak_flops: float = Field(description="Cluster dense peak: wafers x cores x SIMD x 2 x clock.")
-    fraction_of_peak: float = Field(description="Dense-equivalent achieved over peak.")
+    fraction_of_peak: float = Field(
+        description="Executed FLOP/s over peak: how busy the wafers' arithmetic is (at most 1)."
+    )
+    dense_equivalent_fraction_of_peak: float = Field(
+        description="Dense-equivalent FLOP/s over peak (model FLOPs utilisation); above 1 when sparsity "
+        "skips more work than the step's stalls cost."
+    )
 
 
 class NumericsSummary(_Data):
-    losses: list[float]
-    accuracies: list[float]
+    """Per-step results of the real training run (``numerics.enabled``)."""
+
+    losses: list[float | None] = Field(
+        description="Mean loss of each step over the global batch; None where it was not finite (diverged)."
+    )
+    accuracies: list[float | None] = Field(description="Accuracy of each step where it applies; None if not finite.")
+
+    @field_validator("losses", "accuracies", mode="before")
+    @classmethod
+    def _finite_or_none(cls, values: Any) -> Any:
+        """NaN and infinities become None: JSON has no NaN, and a Result must read back as written."""
+        if isinstance(values, list | tuple):
+            return [None if isinstance(v, numbers.Real) and not math.isfinite(v) else v for v in values]
+        return values
 
 
 class Result(_Data):
@@ -114,11 +161,22 @@ class Result(_Data):
     tokens_per_s: float
     steps: list[StepRecord]
     flops: FlopsSummary
-    breakdown_s: dict[str, float] = Field(description="Mean seconds per step in each category.")
-    bound_by: str = Field(description="The category taking most of the step.")
+    breakdown_s: dict[str, float] = Field(
+        description="Mean seconds per step the wafer spent computing or waiting for each cause."
+    )
+    pacing_s: dict[str, float] = Field(
+        description="Mean seconds per step by what paced it: each wafer pass counts whole to its compute or "
+        "to the cause of most of its waiting (see wss.results.paced_by); the time after the last pass "
+        "to its cause."
+    )
+    bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
     utilisation: dict[str, float] = Field(description="Busy fraction of each part over the whole run.")
     link_bytes: dict[str, LinkBytes] = Field(description="Bytes per step on each class of link.")
-    weight_crossings_per_step: float = Field(description="Times each weight crosses a wafer link per step.")
+    weight_crossings_per_micro_batch: float = Field(
+        description="Times each weight crosses into a wafer per micro-batch: weight bytes into one wafer per step "
+        "over one streamed copy of the weights and the micro-batches per step (2 without checkpointing: forward "
+        "and backward; a checkpointed block adds its recompute)."
+    )
     phase_s: dict[str, float] = Field(
         description="Mean seconds per step spent in each phase, keyed 'where.phase' (e.g. 'wafer.forward', "
         "'memoryx.update'); folded micro-batches included."

@@ -70,11 +70,12 @@ def format_result(r: Result) -> str:
     lines.append(thr)
     f = r.flops
     lines.append(
-        f"  FLOP/s       {si(f.achieved_dense_equivalent_flops, 'FLOP/s')} dense-equivalent "
-        f"({si(f.achieved_executed_flops, 'FLOP/s')} executed) of {si(f.peak_flops, 'FLOP/s')} peak "
-        f"= {f.fraction_of_peak:.1%}"
+        f"  FLOP/s       {si(f.achieved_executed_flops, 'FLOP/s')} executed = {f.fraction_of_peak:.1%} of "
+        f"{si(f.peak_flops, 'FLOP/s')} peak; {si(f.achieved_dense_equivalent_flops, 'FLOP/s')} dense-equivalent "
+        f"({f.dense_equivalent_fraction_of_peak:.1%} of peak)"
     )
-    lines.append(f"  bound by     {r.bound_by}")
+    paces = r.pacing_s[r.bound_by] / r.step_time_s if r.step_time_s > 0 else 0.0
+    lines.append(f"  bound by     {r.bound_by} (paces {paces:.0%} of the step)")
     lines.append("  where the time went (per step):")
     for c in BREAKDOWN_CATEGORIES:
         v = r.breakdown_s[c]
@@ -93,12 +94,19 @@ def format_result(r: Result) -> str:
     if wafer_in is not None:
         lines.append(
             f"  per wafer    {fmt_bytes(wafer_in.per_link_bytes)} weights in per step "
-            f"({r.weight_crossings_per_step:.3g} crossings per micro-batch)"
+            f"({r.weight_crossings_per_micro_batch:.3g} crossings per micro-batch)"
         )
     if r.numerics is not None and r.numerics.losses:
-        ls = r.numerics.losses
-        line = f"  loss         {ls[0]:.4g} -> {ls[-1]:.4g} over {len(ls)} steps"
-        if r.numerics.accuracies:
-            line += f"; accuracy {r.numerics.accuracies[0]:.1%} -> {r.numerics.accuracies[-1]:.1%}"
+        ls, acc = r.numerics.losses, r.numerics.accuracies
+        line = f"  loss         {_num(ls[0], '.4g')} -> {_num(ls[-1], '.4g')} over {len(ls)} steps"
+        if acc:
+            line += f"; accuracy {_num(acc[0], '.1%')} -> {_num(acc[-1], '.1%')}"
+        if None in ls:
+            line += f"; diverged: loss not finite from step {ls.index(None)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _num(value: float | None, spec: str) -> str:
+    """A number, or ``nan`` where the Result holds None (a non-finite value)."""
+    return "nan" if value is None else format(value, spec)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 import wss
-from wss.results import BREAKDOWN_CATEGORIES, KernelRecord, Result
+from wss.results import BREAKDOWN_CATEGORIES, PACING_TOLERANCE, KernelRecord, Result
 
 from core_helpers import SCENARIOS, dense_model, scenario_dict
 
@@ -69,7 +69,16 @@ def test_step_breakdown_sums_to_step_time(result):
     for c in BREAKDOWN_CATEGORIES:
         mean = math.fsum(s.breakdown_s[c] for s in result.steps) / len(result.steps)
         assert result.breakdown_s[c] == pytest.approx(mean, rel=1e-9, abs=1e-15)
-    assert result.breakdown_s[result.bound_by] == max(result.breakdown_s.values())
+
+
+def test_pacing_sums_to_step_time_and_names_the_bound(result):
+    assert set(result.pacing_s) == set(BREAKDOWN_CATEGORIES)
+    assert all(v >= 0 for v in result.pacing_s.values())
+    assert math.fsum(result.pacing_s.values()) == pytest.approx(result.step_time_s, rel=1e-9)
+    assert result.pacing_s[result.bound_by] == max(result.pacing_s.values())
+    # A pass paced by compute counts whole, so compute never paces more than its breakdown share
+    # plus the waits of the passes it paced (at most PACING_TOLERANCE of them).
+    assert result.pacing_s["compute"] <= result.breakdown_s["compute"] / (1 - PACING_TOLERANCE) * (1 + 1e-9)
 
 
 def test_steps_chain_from_zero_to_total(result):
@@ -192,7 +201,7 @@ def test_folded_micro_batches_agree_with_the_full_simulation(results):
         assert folded.link_bytes[name].per_link_bytes == pytest.approx(lb.per_link_bytes, rel=1e-9), name
     for name, u in full.utilisation.items():
         assert folded.utilisation[name] == pytest.approx(u, rel=1e-9), name
-    assert folded.weight_crossings_per_step == pytest.approx(full.weight_crossings_per_step, rel=1e-9)
+    assert folded.weight_crossings_per_micro_batch == pytest.approx(full.weight_crossings_per_micro_batch, rel=1e-9)
     assert folded.phase_s.keys() == full.phase_s.keys()
     for key, seconds in full.phase_s.items():
         assert folded.phase_s[key] == pytest.approx(seconds, rel=1e-9), key

@@ -7,7 +7,7 @@ import pytest
 import wss
 from wss.scenario import PRECISION_BYTES
 
-from core_helpers import HUGE, dense_model, ideal_hardware, scenario_dict
+from core_helpers import HUGE, SCENARIOS, dense_model, ideal_hardware, scenario_dict
 
 
 def wafer_edges(result):
@@ -35,7 +35,7 @@ def test_each_weight_crosses_twice_and_each_gradient_once(workload, grad_precisi
     plan = wss.plan(raw)
     assert len(plan.micro_batches) == 1 and plan.checkpointing == "none"
     r = wss.simulate(raw)
-    assert r.weight_crossings_per_step == 2
+    assert r.weight_crossings_per_micro_batch == 2
     down, up = wafer_edges(r)
     one_copy = sum(k.stream_bytes for k in plan.kernels)
     assert down.per_link_bytes == pytest.approx(2 * one_copy, rel=1e-12)
@@ -65,7 +65,7 @@ def test_retained_output_layer_is_not_streamed_back():
     out_bytes = plan.kernels[-1].stream_bytes
     r = wss.simulate(scenario_dict(model=dense_model(512, 1024, 256), wafers=2, global_batch=8,
                                    training={"retain_output_layer": True}))
-    assert r.weight_crossings_per_step == pytest.approx(2 - out_bytes / one_copy, rel=1e-12)
+    assert r.weight_crossings_per_micro_batch == pytest.approx(2 - out_bytes / one_copy, rel=1e-12)
     down, up = wafer_edges(r)
     assert up.per_link_bytes == pytest.approx(plan.nnz * 2, rel=1e-12)  # every gradient still goes up
 
@@ -87,7 +87,7 @@ def test_block_checkpointing_streams_block_weights_a_third_time():
     one_copy = sum(k.stream_bytes for k in plan.kernels)
     block = sum(k.stream_bytes for k in plan.kernels if k.kernel.block is not None)
     r = wss.simulate(raw)
-    assert r.weight_crossings_per_step == pytest.approx((2 * one_copy + block) / one_copy, rel=1e-12)
+    assert r.weight_crossings_per_micro_batch == pytest.approx((2 * one_copy + block) / one_copy, rel=1e-12)
     assert len([x for x in r.records if x.phase == "recompute"]) > 0
 
 
@@ -97,7 +97,7 @@ def test_gradients_go_up_once_per_micro_batch():
     assert plan.micro_batches == [4, 4, 4]
     r = wss.simulate(raw)
     down, up = wafer_edges(r)
-    assert r.weight_crossings_per_step == 2  # per micro-batch
+    assert r.weight_crossings_per_micro_batch == 2  # per micro-batch
     assert down.per_link_bytes == pytest.approx(3 * 2 * plan.kernels[0].stream_bytes, rel=1e-12)
     assert up.per_link_bytes == pytest.approx(3 * plan.nnz * 2, rel=1e-12)
     kinds = sorted(x.phase for x in r.records if x.where == "memoryx")
@@ -232,3 +232,17 @@ def test_input_bound_step_is_one_transfer_per_micro_batch_plus_the_last_compute(
     assert r.step_time_s == pytest.approx(4 * transfer + last_compute, rel=1e-6)
     assert r.bound_by == "input"
     assert r.link_bytes["inputs->wafer"].per_link_bytes == 40 * 1024 * 2
+
+
+def test_bound_by_names_what_paces_the_step_not_the_largest_share():
+    """90%-sparse GPT-3 6.7B: the wafer computes 54% of the step but waits on the stream in most
+    weight passes, so the stream paces it: a faster clock leaves the step unchanged, faster links cut it."""
+    base = wss.load_scenario(SCENARIOS / "gpt3_6.7b_sparse.yaml")
+    r = wss.simulate(base)
+    assert r.breakdown_s["compute"] > r.breakdown_s["stream"]
+    assert r.bound_by == "stream"
+    assert r.pacing_s["stream"] > 2 * r.pacing_s["compute"]  # small kernels ride on the buffered lead
+    clock = base.hardware.wafer.clock_Hz
+    faster_clock = wss.simulate(wss.load_scenario(base, overrides={"hardware.wafer.clock_Hz": 2 * clock}))
+    assert faster_clock.step_time_s == pytest.approx(r.step_time_s, rel=0.01)
+    assert faster_clock.bound_by == "stream"

@@ -31,7 +31,8 @@ def test_never_simulates_and_adds_up(name, no_simulation):
     assert sum(est.breakdown_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)
     assert sum(est.terms_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)
     assert all(v >= 0 for v in est.breakdown_s.values())
-    assert est.breakdown_s[est.bound_by] == max(est.breakdown_s.values())
+    assert est.pacing_s[est.bound_by] == max(est.pacing_s.values())
+    assert sum(est.pacing_s.values()) == pytest.approx(est.step_time_s, rel=1e-9)
     s = wss.load_scenario(SCENARIOS / f"{name}.yaml")
     assert est.samples_per_s == pytest.approx(s.training.global_batch / est.step_time_s)
 
