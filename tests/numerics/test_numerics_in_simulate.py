@@ -83,3 +83,19 @@ def test_the_cli_shows_the_loss_curve(tmp_path):
     assert out.returncode == 0, out.stderr
     line = next(l for l in out.stdout.splitlines() if l.strip().startswith("loss"))
     assert "over 20 steps" in line and "accuracy" in line
+
+
+def test_a_diverging_run_is_a_result_that_reads_back(tmp_path):
+    """Too high a learning rate: losses turn non-finite, stored as None, and result.json reads back."""
+    result = wss.simulate(scenario(steps=4, learning_rate=1e6))
+    losses = result.numerics.losses
+    assert losses[0] is not None and None in losses
+    assert [s.loss for s in result.steps] == losses
+    path = tmp_path / "result.json"
+    result.save(path)
+    again = wss.Result.load(path)
+    assert again.numerics.losses == losses
+    out = subprocess.run(
+        [sys.executable, "-m", "wss", "report", str(path)], capture_output=True, text=True, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr
