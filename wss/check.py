@@ -101,7 +101,7 @@ _SPECS: tuple[tuple[str, MetricSpec], ...] = (
     ("step_time_s", MetricSpec("s", "lower", 1e-9)),
     ("samples_per_s", MetricSpec("samples/s", "higher", 1e-9)),
     ("tokens_per_s", MetricSpec("tokens/s", "higher", 1e-9)),
-    ("weight_crossings_per_step", MetricSpec("x", "lower", 1e-9)),
+    ("weight_crossings_per_micro_batch", MetricSpec("x", "lower", 1e-9)),
     ("bound_by", MetricSpec("", "exact", 0.0)),
     ("breakdown_s.*", MetricSpec("s", "lower", 1e-9)),
     ("phase_s.*", MetricSpec("s", "lower", 1e-9)),
@@ -138,7 +138,7 @@ def metrics_of(result: Result) -> dict[str, float | str]:
         "step_time_s": result.step_time_s,
         "samples_per_s": result.samples_per_s,
         "tokens_per_s": result.tokens_per_s,
-        "weight_crossings_per_step": result.weight_crossings_per_step,
+        "weight_crossings_per_micro_batch": result.weight_crossings_per_micro_batch,
         "bound_by": result.bound_by,
     }
     for cause, seconds in result.breakdown_s.items():

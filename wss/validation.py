@@ -129,9 +129,9 @@ def memoryx_state_bytes(runs: Runs) -> float:
 
 
 @_metric
-def weight_crossings_per_step(runs: Runs) -> float:
-    """Times each weight crosses into a wafer per step and micro-batch (``Result.weight_crossings_per_step``)."""
-    return runs.result().weight_crossings_per_step
+def weight_crossings_per_micro_batch(runs: Runs) -> float:
+    """Times each weight crosses into a wafer per micro-batch (``Result.weight_crossings_per_micro_batch``)."""
+    return runs.result().weight_crossings_per_micro_batch
 
 
 @_metric

@@ -85,7 +85,7 @@ def test_link_bound_dense_kernel_matches_the_pipeline_formula(wafers, swarmx_Bps
     assert expected - bytes_term > 4 * REL * expected  # the fills matter at this tolerance
 
     r = wss.simulate(s)
-    assert r.weight_crossings_per_step == 2
+    assert r.weight_crossings_per_micro_batch == 2
     for step in r.steps:
         assert step.time_s == pytest.approx(expected, rel=REL)
     assert r.step_time_s == pytest.approx(expected, rel=REL)
