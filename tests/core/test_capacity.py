@@ -116,9 +116,11 @@ def test_explicit_micro_batch_too_large_is_infeasible():
     assert f"at most {largest} fit" in problem.message
 
 
-@pytest.mark.parametrize("model, batch", [("gpt3-125m", 64), ("gpt3-1.3b", 64), ("bert-large", 256)])
-def test_auto_micro_batch_is_the_largest_that_fits(model, batch):
-    plan = wss.plan(scenario_dict(model=model, global_batch=batch, training={"seq_len": 2048}))
+@pytest.mark.parametrize(
+    "model, batch, seq_len", [("gpt3-125m", 64, 2048), ("gpt3-1.3b", 64, 2048), ("bert-large", 256, 512)]
+)
+def test_auto_micro_batch_is_the_largest_that_fits(model, batch, seq_len):
+    plan = wss.plan(scenario_dict(model=model, global_batch=batch, training={"seq_len": seq_len}))
     mb = max(plan.micro_batches)
     assert len(plan.micro_batches) > 1  # the cap is active: the whole shard does not fit
     assert sum(plan.micro_batches) == batch
@@ -132,8 +134,10 @@ def test_auto_micro_batch_is_the_largest_that_fits(model, batch):
 def test_auto_micro_batch_takes_the_whole_shard_when_it_fits():
     plan = wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256))
     assert plan.micro_batches == [64]
-    explicit = wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256, training={"micro_batch": 1000}))
-    assert explicit.micro_batches == [64]  # never more than the shard
+    explicit = wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256, training={"micro_batch": 64}))
+    assert explicit.micro_batches == [64]
+    with pytest.raises(ScenarioError, match="per-wafer batch of 64"):  # never more than the shard
+        wss.plan(scenario_dict(model="fc-mnist", wafers=4, global_batch=256, training={"micro_batch": 1000}))
 
 
 def test_auto_checkpointing_switches_to_blocks_when_one_sample_does_not_fit():

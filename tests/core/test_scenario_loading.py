@@ -78,7 +78,8 @@ def test_every_listed_preset_loads():
         s = wss.load_scenario(scenario_dict(hardware={"preset": name}))
         assert s.hardware.preset == name
     for name in presets["model"]:
-        s = wss.load_scenario(scenario_dict(model=name, training={"seq_len": 128}))
+        training = {"seq_len": 128} if load_model_preset(name).get("input", "tokens") == "tokens" else {}
+        s = wss.load_scenario(scenario_dict(model=name, training=training))
         assert s.workload.model.name == name
 
 

@@ -18,6 +18,7 @@ the dotted field path and, where YAML gives it, the line.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 from ..errors import FieldProblem, ScenarioError
 from ..presets import PresetNotFound, load_model_preset, load_part_preset
 from .scenario import Scenario
+from .validation_errors import problems_from_errors
 from .yaml_io import line_map, safe_load_text
 
 __all__ = ["load_scenario", "apply_overrides", "parse_override"]
@@ -243,27 +245,14 @@ def _with_line(
 
 
 def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> list[FieldProblem]:
-    problems = []
-    for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"]]
-        # Drop discriminator tags pydantic inserts into the path (e.g. 'dense' in layers.0.dense.in_features).
-        loc = [p for p in loc if p not in {"dense", "embedding", "transformer_block", "output_head"}]
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-        if "input" in err and err["type"] not in {"missing", "extra_forbidden"} and not isinstance(err["input"], (dict, list)):
-            msg = f"{msg} (got {err['input']!r})"
-        problems.append(_with_line(FieldProblem(".".join(loc), msg), lines, overridden))
-    return problems
+    problems = problems_from_errors(exc.errors(include_url=False), Scenario)
+    return [_with_line(p, lines, overridden) for p in problems]
 
 
 def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems = []
     model = s.workload.model
-    if model.input == "tokens" and s.training.seq_len is None and model.seq_len is None:
-        problems.append(FieldProblem("training.seq_len", "required for a token model without a default seq_len"))
+    problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:
         problems.append(
             FieldProblem(
@@ -271,6 +260,57 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
                 f"{s.training.global_batch} samples cannot feed {s.hardware.wafers} wafers (hardware.wafers)",
             )
         )
+    elif s.training.micro_batch != "auto":
+        # Samples of the busiest wafer: the global batch splits as evenly as it can.
+        per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
+        if s.training.micro_batch > per_wafer:
+            even = s.training.global_batch % s.hardware.wafers == 0
+            problems.append(
+                FieldProblem(
+                    "training.micro_batch",
+                    f"{s.training.micro_batch} exceeds the per-wafer batch of {'' if even else 'at most '}{per_wafer} "
+                    f"(training.global_batch {s.training.global_batch} / hardware.wafers {s.hardware.wafers}"
+                    f"{'' if even else ', rounded up'})",
+                )
+            )
     if s.numerics.enabled and any(layer.kind != "dense" for layer in model.layers):
         problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
     return problems
+
+
+def _seq_len_checks(s: Scenario) -> list[FieldProblem]:
+    """seq_len: only for token models, required there, and within the model's learned position table."""
+    model, given = s.workload.model, s.training.seq_len
+    if model.input == "features":
+        # A feature model's sample is one feature vector: there is no sequence to set.
+        problems = []
+        if given is not None:
+            problems.append(FieldProblem("training.seq_len", _features_only(model, given)))
+        if model.seq_len is not None:
+            problems.append(FieldProblem("workload.model.seq_len", _features_only(model, model.seq_len)))
+        return problems
+    if given is None and model.seq_len is None:
+        return [FieldProblem("training.seq_len", "required for a token model without a default seq_len")]
+    seq, path = (given, "training.seq_len") if given is not None else (model.seq_len, "workload.model.seq_len")
+    # The context a model declares is the size of its learned position table (embedding max_positions);
+    # a model without one (no learned positions) has no limit here.
+    tables = [(i, layer) for i, layer in enumerate(model.layers) if layer.kind == "embedding" and layer.max_positions]
+    if not tables:
+        return []
+    i, table = min(tables, key=lambda t: t[1].max_positions)
+    if seq <= table.max_positions:
+        return []
+    return [
+        FieldProblem(
+            path,
+            f"{seq} exceeds the context of model {model.name!r}, {table.max_positions} tokens "
+            f"(the size of its learned position table, workload.model.layers.{i}.max_positions)",
+        )
+    ]
+
+
+def _features_only(model: Any, value: int) -> str:
+    return (
+        f"seq_len applies only to token models; model {model.name!r} takes feature vectors "
+        f"(workload.model.input: features), got {value}"
+    )

@@ -18,10 +18,16 @@ class TrainingConfig(Frozen):
     """How the model is trained."""
 
     global_batch: PosInt = Field(description="Samples (sequences) per step across all wafers.")
-    seq_len: PosInt | None = Field(None, description="Tokens per sample for token models (default: the model's).")
+    seq_len: PosInt | None = Field(
+        None,
+        description="Tokens per sample for token models (default: the model's); at most the model's learned "
+        "position table (embedding max_positions). Not allowed for feature models.",
+    )
     micro_batch: PosInt | Literal["auto"] = Field(
         "auto",
         description="Samples per micro-batch on one wafer; 'auto' = the largest that fits SRAM. "
+        "At most the per-wafer batch (global_batch / wafers, rounded up). If it does not divide a wafer's "
+        "samples, the wafer runs full micro-batches and the remainder last. "
         "Gradients accumulate in MemoryX over a wafer's micro-batches.",
     )
     optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field("adamw", description="MemoryX optimizer.")

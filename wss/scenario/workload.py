@@ -131,7 +131,7 @@ class ModelConfig(Frozen):
             else:
                 k_in, k_out = layer.d_model, layer.vocab_size
             if width is not None and k_in is not None and k_in != width:
-                raise ValueError(f"layers.{i} ({layer.kind}) expects width {k_in} but the previous layer produces {width}")
+                raise ValueError(f"layers.{i}: this {layer.kind} layer expects width {k_in} but the previous layer produces {width}")
             width = k_out
         return self
 
