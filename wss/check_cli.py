@@ -29,6 +29,7 @@ from .check import (
     save_baseline,
 )
 from .errors import ScenarioError, WssError
+from .files import OutputError, all_or_nothing, ensure_dir
 from .scenario import load_scenario
 
 __all__ = ["COMMANDS", "add_commands", "run", "main"]
@@ -85,9 +86,20 @@ def run(args: argparse.Namespace) -> int:
     if clash:
         print(f"error: {clash}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.command == "baseline":
-        return _record(args.scenarios, args.out)
-    return _check(args)
+    try:
+        with all_or_nothing(stage=False) as outputs:
+            # check the baselines folder can be written before simulating anything
+            if args.command == "baseline":
+                ensure_dir(args.out)
+            elif args.update:
+                ensure_dir(args.baselines)
+            code = _record(args.scenarios, args.out) if args.command == "baseline" else _check(args)
+            if code != EXIT_OK:
+                outputs.rollback()  # removes a folder made above only if nothing was written in it
+    except OutputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

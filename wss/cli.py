@@ -1,19 +1,21 @@
 """The ``wss`` command: the only place that parses argv, prints, and writes files.
 
 Exit codes: 0 success; 2 bad input (a scenario that cannot be read, does not
-validate, or does not fit the machine) with one clear message on stderr.
+validate, or does not fit the machine, or an output path that cannot be
+written) with one clear message on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
 from . import __version__, check_cli, fidelity_cli, see_cli, sweep_cli
 from .errors import ScenarioError, WssError
 from .presets import list_presets, load_model_preset
-from .files import atomic_write_text
+from .files import all_or_nothing, atomic_write_text, ensure_file_target
 from .scenario import load_scenario
 from .summary import format_plan, format_result
 
@@ -83,13 +85,22 @@ def _relabel(exc: WssError, path: Path | None) -> str:
 
 def _simulate(args) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
-    result, recorded = see_cli.simulate(scenario, args)
     out = args.out if args.out is not None else Path("out") / _safe_name(scenario.name)
-    path = atomic_write_text(out / "result.json", result.to_json())
+    written = io.StringIO()
+    # Every output is checked before the run, and result.json, the trace and the plots appear together
+    # at the end or not at all (a failure also removes the folders made for them).
+    with all_or_nothing():
+        ensure_file_target(out / "result.json")
+        see_cli.prepare_outputs(args, outdir=out)
+        result, recorded = see_cli.simulate(scenario, args)
+        path = atomic_write_text(out / "result.json", result.to_json())
+        see_cli.write_outputs(args, result, recorded, outdir=out, out=written)
     if not args.quiet:
         print(format_result(result))
         print(f"  wrote        {path}")
-    return see_cli.after_simulate(args, result, recorded, outdir=out)
+        print(written.getvalue(), end="")
+    see_cli.print_verdict(args, result)
+    return 0
 
 
 def _validate(args) -> int:

@@ -7,7 +7,9 @@
 * :func:`extend_simulate` to add ``--trace``, ``--plots`` and ``--verdict``
   to ``simulate``; :func:`simulate` to run the scenario (recording spans only
   when a trace or plots are asked for, with a progress bar on a terminal);
-  and :func:`after_simulate` to write and print what was asked for.
+  and :func:`after_simulate` to write and print what was asked for
+  (:func:`prepare_outputs` checks those outputs before the run,
+  :func:`write_outputs` and :func:`print_verdict` are its two halves).
 
 Bad input (a missing or malformed result file, a step not in the run) raises
 :class:`SeeInputError`, a :class:`~wss.errors.WssError`, so the CLI prints one
@@ -26,10 +28,11 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from .errors import WssError
+from .files import all_or_nothing, ensure_dir, ensure_file_target
 from .results import Result
 
 __all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "run", "simulate",
-           "after_simulate", "load_result"]
+           "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result"]
 
 COMMANDS = ("plot", "report")
 
@@ -108,7 +111,9 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
     result = load_result(args.result)
     _check_step(result, args.step)
     outdir = args.out if args.out is not None else args.result.parent / "plots"
-    paths = plot_all(result, outdir, step=args.step, formats=tuple(args.formats or ("png", "svg")))
+    with all_or_nothing():  # every figure or none
+        ensure_dir(outdir)
+        paths = plot_all(result, outdir, step=args.step, formats=tuple(args.formats or ("png", "svg")))
     if not args.quiet:
         for p in paths:
             print(f"wrote {p}", file=out)
@@ -122,11 +127,13 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         raise SeeInputError(f"--limit {args.limit}: must be 0 (all rows) or more")
     result = load_result(args.result)
     rows = kernel_table(result)
+    if args.csv is not None:
+        with all_or_nothing():  # a bad --csv path fails before anything is printed, and makes no folder
+            ensure_file_target(args.csv)
+            path = write_csv(args.csv, rows)
     if not args.quiet:
         print(format_table(sort_rows(rows, args.sort), limit=args.limit), file=out)
-    if args.csv is not None:
-        path = write_csv(args.csv, rows)
-        if not args.quiet:
+        if args.csv is not None:
             print(f"wrote {path}", file=out)
     if args.verdict:
         _print_verdict(result, args, out)
@@ -199,6 +206,62 @@ def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded 
     return result, recorded
 
 
+def _trace_path(args: argparse.Namespace, base: Path) -> Path | None:
+    trace = getattr(args, "trace", None)
+    return None if trace is None else Path(trace) if trace else base / "trace.json"
+
+
+def _plots_dir(args: argparse.Namespace, base: Path) -> Path | None:
+    plots = getattr(args, "plots", None)
+    return None if plots is None else Path(plots) if plots else base / "plots"
+
+
+def prepare_outputs(args: argparse.Namespace, outdir: Path | None = None) -> None:
+    """Check, before simulating, that the trace and plots ``args`` ask for can be written.
+
+    Makes the folders they need and raises :class:`~wss.files.OutputError`
+    (a :class:`~wss.errors.WssError`) naming the path if one cannot be
+    written.  Run it inside :func:`wss.files.all_or_nothing` so the folders
+    go again if the run fails.
+    """
+    base = outdir if outdir is not None else Path(".")
+    trace = _trace_path(args, base)
+    if trace is not None:
+        ensure_file_target(trace)
+    plots = _plots_dir(args, base)
+    if plots is not None:
+        ensure_dir(plots)
+
+
+def write_outputs(args: argparse.Namespace, result: Result, recorded: Recorded | None = None,
+                  outdir: Path | None = None, out: TextIO | None = None) -> None:
+    """Write the trace and plots that ``args`` ask for and say so on ``out`` (the first half of after_simulate)."""
+    out = out if out is not None else sys.stdout
+    base = outdir if outdir is not None else Path(".")
+    quiet = getattr(args, "quiet", False)
+    view, cluster = (recorded.result, recorded.cluster) if recorded is not None else (result, None)
+    trace = _trace_path(args, base)
+    if trace is not None:
+        from .trace import write_trace
+
+        path = write_trace(trace, view, cluster)
+        if not quiet:
+            print(f"  wrote        {path}  (open in https://ui.perfetto.dev or chrome://tracing)", file=out)
+    plots = _plots_dir(args, base)
+    if plots is not None:
+        from .plots import plot_all
+
+        paths = plot_all(view, plots, cluster)
+        if not quiet:
+            print(f"  wrote        {len(paths)} figures in {paths[0].parent}", file=out)
+
+
+def print_verdict(args: argparse.Namespace, result: Result, out: TextIO | None = None) -> None:
+    """Print the verdict if ``args`` ask for it (the second half of after_simulate)."""
+    if getattr(args, "verdict", False):
+        _print_verdict(result, args, out if out is not None else sys.stdout)
+
+
 def after_simulate(args: argparse.Namespace, result: Result, recorded: Recorded | None = None,
                    outdir: Path | None = None, out: TextIO | None = None) -> int:
     """Write the trace and plots and print the verdict that ``args`` ask for; return 0.
@@ -206,22 +269,6 @@ def after_simulate(args: argparse.Namespace, result: Result, recorded: Recorded 
     ``recorded`` is the second value of :func:`simulate`; ``outdir`` is where
     ``result.json`` went, and bare ``--trace``/``--plots`` write into it.
     """
-    out = out if out is not None else sys.stdout
-    base = outdir if outdir is not None else Path(".")
-    quiet = getattr(args, "quiet", False)
-    view, cluster = (recorded.result, recorded.cluster) if recorded is not None else (result, None)
-    if getattr(args, "trace", None) is not None:
-        from .trace import write_trace
-
-        path = write_trace(Path(args.trace) if args.trace else base / "trace.json", view, cluster)
-        if not quiet:
-            print(f"  wrote        {path}  (open in https://ui.perfetto.dev or chrome://tracing)", file=out)
-    if getattr(args, "plots", None) is not None:
-        from .plots import plot_all
-
-        paths = plot_all(view, Path(args.plots) if args.plots else base / "plots", cluster)
-        if not quiet:
-            print(f"  wrote        {len(paths)} figures in {paths[0].parent}", file=out)
-    if getattr(args, "verdict", False):
-        _print_verdict(result, args, out)
+    write_outputs(args, result, recorded, outdir=outdir, out=out)
+    print_verdict(args, result, out)
     return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import WssError
-from .files import atomic_output
+from .files import all_or_nothing, atomic_output, ensure_dir, ensure_file_target
 from .sweep import EXECUTORS, FIDELITIES, SweepError, SweepProgress
 
 __all__ = ["add_commands", "run", "parse_vary", "cache_dir_for"]
@@ -109,26 +109,29 @@ def run(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty()
     cache = cache_dir_for(args.out, args.cache)
     try:
-        if args.out is not None and _format(args.out) is None:
-            raise SweepError(f"{args.out}: the output must end in .csv or .parquet")
-        if args.workers is not None and args.workers < 1:
-            raise SweepError(f"--workers must be at least 1, got {args.workers}")
-        if args.address and args.executor != "dask":
-            raise SweepError("--address needs --executor dask")
-        vary = parse_vary(args.vary)
-        overrides = dict(_parse_set(s) for s in args.overrides)
-        df = sweep(
-            args.scenario,
-            vary,
-            zip=args.zip,
-            executor=args.executor,
-            workers=args.workers,
-            address=args.address,
-            out=cache,
-            progress=_progress_line if tty else None,
-            fidelity=args.fidelity,
-            overrides=overrides,
-        )
+        # Folders made for the outputs go again (if still empty) on bad input or Ctrl-C; cached points stay.
+        with all_or_nothing(stage=False):
+            if args.out is not None and _format(args.out) is None:
+                raise SweepError(f"{args.out}: the output must end in .csv or .parquet")
+            if args.workers is not None and args.workers < 1:
+                raise SweepError(f"--workers must be at least 1, got {args.workers}")
+            if args.address and args.executor != "dask":
+                raise SweepError("--address needs --executor dask")
+            vary = parse_vary(args.vary)
+            overrides = dict(_parse_set(s) for s in args.overrides)
+            _check_outputs(args.out, cache)
+            df = sweep(
+                args.scenario,
+                vary,
+                zip=args.zip,
+                executor=args.executor,
+                workers=args.workers,
+                address=args.address,
+                out=cache,
+                progress=_progress_line if tty else None,
+                fidelity=args.fidelity,
+                overrides=overrides,
+            )
     except WssError as exc:
         _end_progress(tty)
         print(f"error: {exc}", file=sys.stderr)
@@ -140,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     _end_progress(tty)
     if args.out is not None:
-        _write_table(df, args.out)
+        try:
+            _write_table(df, args.out)
+        except WssError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if not args.quiet:
         print(format_table(df, list(vary)))
         counts = df["status"].value_counts()
@@ -181,13 +188,26 @@ def _format(path: Path) -> str | None:
     return {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}.get(suffix)
 
 
-def _write_table(df, path: Path) -> Path:
-    """Write CSV or parquet atomically (temporary file, then rename), with the usual permissions."""
+def _check_parquet(path: Path) -> None:
     if _format(path) == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise SweepError("writing parquet needs pyarrow (pip install pyarrow), or write .csv") from None
+
+
+def _check_outputs(out: Path | None, cache: Path | None) -> None:
+    """Before running any point: the table file and the cache folder can be written (folders are made)."""
+    if out is not None:
+        _check_parquet(out)
+        ensure_file_target(out)
+    if cache is not None:
+        ensure_dir(cache)
+
+
+def _write_table(df, path: Path) -> Path:
+    """Write CSV or parquet atomically (temporary file, then rename), with the usual permissions."""
+    _check_parquet(path)
     with atomic_output(path) as tmp:
         if _format(path) == "csv":
             df.to_csv(tmp, index=False)
