@@ -404,13 +404,20 @@ def _submit_all(
         raise
 
 
-def _dask_client(address: str | None, workers: int | None):
+def _dask_client(address: str | None, workers: int | None, connect_timeout_s: float = 10.0):
+    """A Dask client on ``address`` (or on a new local cluster) and the function that closes it.
+
+    An unreachable scheduler (after ``connect_timeout_s``) or a malformed address is a :class:`SweepError`.
+    """
     try:
         from distributed import Client, LocalCluster
     except ImportError:
         raise SweepError("executor='dask' needs the 'distributed' package: pip install 'wss[dask]'") from None
     if address:
-        client = Client(address)
+        try:
+            client = Client(address, timeout=connect_timeout_s)
+        except (OSError, ValueError) as exc:  # unreachable (OSError, incl. timeouts) or malformed (ValueError)
+            raise SweepError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
         return client, client.close
     cluster = LocalCluster(
         n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True, dashboard_address=None
@@ -601,7 +608,9 @@ def add_scaling(
     """Add ``speedup`` and ``efficiency`` against the smallest ``baseline`` row that ran in each group.
 
     ``speedup = throughput / reference throughput``;
-    ``efficiency = speedup / (wafers / reference wafers)``.  Rows whose status
+    ``efficiency = speedup / (wafers / reference wafers)``, only in groups
+    where the number of wafers varies (elsewhere it would just repeat the
+    speed-up, e.g. in a sparsity sweep, so it is NaN).  Rows whose status
     is not ``"ok"`` get NaN; if the smallest point failed, the smallest one that
     ran is the reference.  Values of ``baseline`` that cannot be ordered fall
     back to the first row that ran.
@@ -623,10 +632,11 @@ def add_scaling(
             ref = min(ok, key=lambda i: base[i])
         except TypeError:
             ref = ok[0]
+        scales = len({wafers[i] for i in ok}) > 1 and all(_finite(wafers[i]) for i in ok)
         for i in ok:
             speedup[i] = thr[i] / thr[ref]
-            ratio = wafers[i] / wafers[ref] if _finite(wafers[i]) and _finite(wafers[ref]) else 1.0
-            efficiency[i] = speedup[i] / ratio
+            if scales:
+                efficiency[i] = speedup[i] / (wafers[i] / wafers[ref])
     df["speedup"] = speedup
     df["efficiency"] = efficiency
     return df

@@ -52,4 +52,4 @@ def test_sparsity_sweep_speedup_is_over_the_densest_point(base):
     dense = df[df["workload.sparsity"] == 0.0].iloc[0]
     assert dense["speedup"] == 1.0
     assert df["speedup"].tolist() == pytest.approx((df["tokens_per_s"] / dense["tokens_per_s"]).tolist())
-    assert df["efficiency"].tolist() == pytest.approx(df["speedup"].tolist())
+    assert df["efficiency"].isna().all()  # no wafers varied: scaling efficiency does not apply
