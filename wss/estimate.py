@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .components.inputs import TOKEN_ID_BYTES
 from .components.optimizer_costs import SCALAR_BYTES
 from .plan import KernelPlan, Plan, make_plan
-from .results import BREAKDOWN_CATEGORIES, bound_category, paced_by
+from .results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
 from .scenario import PRECISION_BYTES, Scenario, load_scenario
 from .workload import WaferOp
 
@@ -363,9 +363,10 @@ def _sweep(items: list[_Item], caps: tuple[list[float], list[float]], lead: floa
         out.compute += it.compute_s
         out.flash += it.flash_s
         out.flash_wait += max(0.0, dur - it.compute_s) * it.flash_share
-        wait = max(0.0, dur - it.compute_s)
-        pace = paced_by(it.compute_s, {"flash": wait * it.flash_share, "stream": wait * (1.0 - it.flash_share)})
-        out.paced[pace] = out.paced.get(pace, 0.0) + dur
+        wait = max(0.0, dur - it.compute_s)  # all for the weight path: updates and inputs are other terms
+        pace = pass_pacing(it.compute_s, {"flash": wait * it.flash_share, "stream": wait * (1.0 - it.flash_share)})
+        for c, v in pace.items():
+            out.paced[c] = out.paced.get(c, 0.0) + v
         out.ends.append(t)
         out.lags.append(lag)
     out.duration, out.lead_out, out.lag_out = t, lead, lag

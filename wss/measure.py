@@ -14,6 +14,7 @@ from .results import (
     StepRecord,
     bound_category,
     paced_by,
+    pass_pacing,
 )
 from .workload import StreamedKernel, WaferOp
 
@@ -97,8 +98,8 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
 
-    records = _records(cluster, shift)
-    pacing = _pacing(records, fold, n_steps, [(a, b, cause) for a, b, cause, p in timeline if p == -1])
+    records, pass_paces = _records(cluster, shift)
+    pacing = _pacing(records, pass_paces, fold, n_steps, [(a, b, c) for a, b, c, p in timeline if p == -1])
     result = Result(
         wss_version=version,
         scenario=s,
@@ -140,12 +141,14 @@ def _copies(r: KernelRecord, fold) -> int:
     return 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
 
 
-def _pacing(records: list[KernelRecord], fold, steps: int, tail: list[tuple[float, float, str]]) -> dict[str, float]:
-    """Mean seconds per step by what paced it: wafer passes whole, then the run's tail by its cause."""
+def _pacing(
+    records: list[KernelRecord], pass_paces: list[dict[str, float]], fold, steps: int, tail: list[tuple[float, float, str]]
+) -> dict[str, float]:
+    """Mean seconds per step by what paced it: each wafer pass's split, then the run's tail by its cause."""
     out = {c: 0.0 for c in BREAKDOWN_CATEGORIES}
-    for r in records:
-        if r.where == "wafer":
-            out[r.bound_by] += _copies(r, fold) * (r.end_s - r.start_s)
+    for r, pace in zip(records, pass_paces):  # the wafer records come first, one per pass
+        for c, v in pace.items():
+            out[c] += _copies(r, fold) * v
     for a, b, cause in tail:
         out[cause] += b - a
     return {c: v / steps for c, v in out.items()}
@@ -250,12 +253,16 @@ def _memory(plan) -> MemoryFootprint:
     )
 
 
-def _records(cluster: Cluster, shift) -> list[KernelRecord]:
+def _records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
+    """Kernel records (wafer passes, then MemoryX jobs) and each wafer pass's pacing split."""
     plan = cluster.plan
     recs: list[KernelRecord] = []
+    paces: list[dict[str, float]] = []
     for p, t in zip(cluster.program, cluster.wafer.passes):
         op = plan.ops[p.op]
-        bound = paced_by(t.compute_s, t.stall_by)
+        pace = pass_pacing(t.compute_s, t.stall_by)
+        paces.append(pace)
+        bound = paced_by(pace)
         recs.append(
             KernelRecord(
                 step=p.step,
@@ -298,4 +305,4 @@ def _records(cluster: Cluster, shift) -> list[KernelRecord]:
                 exposed_stall_s=max(j.queued_s, 0.0),
             )
         )
-    return recs
+    return recs, paces

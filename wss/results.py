@@ -29,6 +29,8 @@ __all__ = [
     "NumericsSummary",
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
+    "RATE_CAUSES",
+    "pass_pacing",
     "paced_by",
     "bound_category",
 ]
@@ -36,23 +38,46 @@ __all__ = [
 #: How the time of a step is split (see wss.components.wafer).
 BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input")
 
-#: A pass whose waits stay under this fraction of its time is paced by its compute: such a wait is
-#: a fill latency, not a rate limit.  A classification threshold, not a hardware figure.
+#: A pass whose waits for the weight path stay under this fraction of its time is paced by its
+#: compute: such waits are latency, not a rate limit.  A classification threshold, not a hardware figure.
 PACING_TOLERANCE = 0.01
 
 
-def paced_by(compute_s: float, stall_by: dict[str, float]) -> str:
-    """What paced one wafer pass: ``"compute"``, or the cause of most of its waiting.
+#: Waits for a rate: the weight path could not deliver (or take) chunks as fast as the wafer
+#: computed.  The other causes (bubble, optimizer, input) are events the pass waited for once.
+RATE_CAUSES = ("stream", "flash")
 
-    The breakdown counts a pass's compute and its waits separately; what *paced* it is another
-    question.  A pass that computes 54% of its time and waits for weights 46% is paced by the
-    stream: a faster clock would only lengthen the waits.  So any wait beyond
-    :data:`PACING_TOLERANCE` makes its largest cause the pace of the whole pass.
+
+def pass_pacing(compute_s: float, stall_by: dict[str, float]) -> dict[str, float]:
+    """Split one wafer pass's time by what paced it.
+
+    The breakdown counts a pass's compute and its waits apart; what *paced* it is another
+    question.  A pass that computes 54% of its time and waits for weights the other 46% is paced
+    by the stream: a faster clock would only lengthen the waits.  So:
+
+    * waits for an event (the previous step's update, the optimizer's queue, the input: the
+      causes not in :data:`RATE_CAUSES`) count as they are, to their causes;
+    * the rest of the pass (its compute and its waits for the weight path) counts whole to the
+      rate cause with most of those waits if they exceed :data:`PACING_TOLERANCE` of it, and
+      otherwise as it was spent.
+
+    The parts sum to the pass's time.
     """
-    stall = sum(stall_by.values())
-    if stall > PACING_TOLERANCE * (compute_s + stall):
-        return max(sorted(stall_by), key=lambda c: stall_by[c])
-    return "compute"
+    out = {c: v for c, v in stall_by.items() if c not in RATE_CAUSES and v > 0}
+    rate = {c: v for c, v in stall_by.items() if c in RATE_CAUSES and v > 0}
+    span = compute_s + sum(rate.values())
+    if sum(rate.values()) > PACING_TOLERANCE * span:
+        rate = {max(sorted(rate), key=lambda c: rate[c]): span}
+    elif compute_s > 0:
+        rate["compute"] = compute_s
+    for c, v in rate.items():
+        out[c] = out.get(c, 0.0) + v
+    return out
+
+
+def paced_by(pacing: dict[str, float]) -> str:
+    """The category with the largest part of one pass's :func:`pass_pacing` (``compute`` if empty)."""
+    return bound_category(pacing) if pacing else "compute"
 
 
 def bound_category(pacing_s: dict[str, float]) -> str:
@@ -165,9 +190,9 @@ class Result(_Data):
         description="Mean seconds per step the wafer spent computing or waiting for each cause."
     )
     pacing_s: dict[str, float] = Field(
-        description="Mean seconds per step by what paced it: each wafer pass counts whole to its compute or "
-        "to the cause of most of its waiting (see wss.results.paced_by); the time after the last pass "
-        "to its cause."
+        description="Mean seconds per step by what paced it (see wss.results.pass_pacing): a pass's waits for "
+        "an update or input to their causes, the rest of it whole to the stream (or flash) if it waited for "
+        "weights, else to compute; the time after the last pass to its cause."
     )
     bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
     utilisation: dict[str, float] = Field(description="Busy fraction of each part over the whole run.")

@@ -2,9 +2,9 @@
 
 The verdict has two halves:
 
-1. **What bounds the step** is read from the Result: the largest category of
-   the step breakdown (compute, stream, flash, optimizer, bubble, input),
-   refined to a part.  A ``stream`` stall is pinned on the slowest link of the
+1. **What bounds the step** is read from the Result: the category pacing most
+   of the step (``Result.bound_by``, the largest of ``pacing_s``: compute,
+   stream, flash, optimizer, bubble, input), refined to a part.  A ``stream`` stall is pinned on the slowest link of the
    weight path, from the scenario's bandwidths: MemoryX DRAM (4 B of fp32
    master read per streamed weight), MemoryX network, SwarmX links, wafer
    I/O.  Parts within 1% of the slowest are co-bottlenecks and are relaxed
@@ -13,7 +13,8 @@ The verdict has two halves:
 2. **Which change helps most** is measured, not guessed: each candidate part
    is doubled (``load_scenario(result.scenario, overrides={...: 2 x})``) and
    the scenario is simulated again.  Only parts that can matter are tried
-   (those behind a category taking at least ``min_share`` of the step; flash
+   (those behind a category taking at least ``min_share`` of the step, in the
+   breakdown or in the pacing; flash
    only when something lives in flash), so GPT-3 175B on 192 wafers needs two
    re-simulations.
 """
@@ -83,8 +84,8 @@ class Verdict(_Model):
 
     scenario: str
     step_time_s: float = Field(description="The step time the gains are measured against.")
-    category: str = Field(description="Largest category of the step breakdown.")
-    share: float = Field(description="Fraction of the step in that category.")
+    category: str = Field(description="The category pacing most of the step (Result.bound_by).")
+    share: float = Field(description="Fraction of the step that category paces (Result.pacing_s).")
     bound_by: str = Field(description="Part id ('+'-joined for co-bottlenecks) or 'bubble'.")
     bound_label: str = Field(description="Human name of bound_by.")
     detail: str = Field(description="Why: the figures behind the attribution.")
@@ -108,7 +109,7 @@ class Verdict(_Model):
 
     def format(self) -> str:
         lines = [
-            f"verdict: bound by {self.bound_label} ({self.category} is {self.share:.0%} of the "
+            f"verdict: bound by {self.bound_label} ({self.category} paces {self.share:.0%} of the "
             f"{fmt_time(self.step_time_s)} step)",
             f"  {self.detail}",
         ]
@@ -160,9 +161,10 @@ def _update_bound(result: Result) -> str:
     return max(sorted(weight), key=lambda p: weight[p])
 
 
-def _shares(result: Result) -> dict[str, float]:
+def _shares(result: Result, of: str = "pacing_s") -> dict[str, float]:
+    """Each category's fraction of the step, by what paced it (``pacing_s``) or what the wafer did."""
     t = result.step_time_s
-    return {c: (v / t if t > 0 else 0.0) for c, v in result.breakdown_s.items()}
+    return {c: (v / t if t > 0 else 0.0) for c, v in getattr(result, of).items()}
 
 
 def _attribute(result: Result, category: str) -> tuple[list[str], str]:
@@ -192,8 +194,13 @@ def _attribute(result: Result, category: str) -> tuple[list[str], str]:
 
 
 def candidate_parts(result: Result, min_share: float = 0.05) -> list[list[str]]:
-    """Groups of parts worth relaxing, from the categories taking at least ``min_share`` of the step."""
-    shares = _shares(result)
+    """Groups of parts worth relaxing, from the categories taking at least ``min_share`` of the step.
+
+    A category counts by the larger of its pacing and its breakdown share: a compute share of 40%
+    is worth one re-simulation even when the stream paces the step.
+    """
+    pacing, done = _shares(result), _shares(result, "breakdown_s")
+    shares = {c: max(pacing[c], done.get(c, 0.0)) for c in pacing}
     groups: list[list[str]] = []
 
     def add(parts: Iterable[str]) -> None:
@@ -287,7 +294,7 @@ def verdict(
     if simulate is None:
         from .simulate import simulate as simulate
     shares = _shares(result)
-    category = max(sorted(shares), key=lambda c: shares[c])
+    category = result.bound_by
     bound, detail = _attribute(result, category)
 
     base_scenario = result.scenario
