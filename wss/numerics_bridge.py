@@ -18,6 +18,10 @@ from .workload import StreamedKernel, expand_model
 
 __all__ = ["numerics_spec", "run_numerics"]
 
+#: Scenario precision of the streamed weights -> numerics dtype.  Gradients and activations stay
+#: float32 in the numerics: their scenario precisions set bytes and SRAM in the timing only.
+_STREAM_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
 
 def numerics_spec(s: Scenario):
     """The :class:`wss.numerics.NumericsSpec` of a scenario (dense-layer models only)."""
@@ -36,7 +40,8 @@ def numerics_spec(s: Scenario):
             densities.append(1.0 - sparsity)
         if layer is not s.workload.model.layers[-1]:
             activations.add(layer.activation)
-    activation = activations.pop() if len(activations) == 1 else "relu"
+    # The loader allows one hidden activation the numerics run (relu or tanh) and none on the output.
+    activation = activations.pop() if activations else "relu"
     n = s.numerics
     tr = s.training
     mb = tr.micro_batch if isinstance(tr.micro_batch, int) else None
@@ -55,7 +60,8 @@ def numerics_spec(s: Scenario):
         micro_batches=1 if mb is None else -(-shard // mb),
         prune=n.prune,
         dataset=n.dataset,
-        stream_dtype="float16" if tr.weight_precision in ("fp16", "bf16") else "float32",
+        stream_dtype=_STREAM_DTYPE[tr.weight_precision],
+        fan_out=s.hardware.swarmx.fan_out,
         seed=s.seed,
     )
 

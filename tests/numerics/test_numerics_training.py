@@ -158,7 +158,7 @@ def test_optimizer_updates():
         ({"optimizer": "lamb"}, "optimizer"),
         ({"prune": "movement"}, "prune"),
         ({"dataset": "mnist"}, "dataset"),
-        ({"stream_dtype": "bfloat16"}, "stream_dtype"),
+        ({"stream_dtype": "int8"}, "stream_dtype"),
         ({"learning_rate": 0.0}, "learning_rate"),
         ({"global_batch": 0}, "global_batch"),
         ({"wafers": 0}, "wafers"),

@@ -18,7 +18,7 @@ ACTIVATIONS = ("relu", "tanh")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 PRUNERS = ("random", "magnitude")
 DATASETS = ("teacher", "gaussian_mixture")
-STREAM_DTYPES = ("float32", "float16")
+STREAM_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class NumericsSpec:
         inputs) or ``"gaussian_mixture"`` (class-conditional Gaussians).
     stream_dtype
         Precision of the weights as streamed to the wafers; masters stay fp32.
+        ``"float16"`` stores them as numpy float16; ``"bfloat16"`` (which numpy
+        lacks) rounds them to bfloat16's 8-bit mantissa, to nearest even, and
+        keeps them in float32.  The arithmetic is float32 either way.
     seed
         The only source of randomness.
     fan_out

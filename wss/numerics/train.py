@@ -26,6 +26,7 @@ from wss.numerics.data import STREAM_EVAL, STREAM_INIT, STREAM_TRAIN, make_task,
 from wss.numerics.model import ShardResult, forward_backward, init_weights, predict
 from wss.numerics.optimizers import make_optimizer
 from wss.numerics.spec import NumericsOutcome, NumericsSpec
+from wss.numerics.precision import as_streamed
 from wss.numerics.swarmx import tree_reduce
 
 __all__ = ["train", "wafer_step", "evaluate", "initial_weights"]
@@ -85,7 +86,7 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
     losses, accuracies = [], []
     for step in range(spec.steps):
         streamed = tuple(
-            w.with_values(v).astype(spec.stream_dtype) for w, v in zip(structure, masters, strict=True)
+            as_streamed(w.with_values(v), spec.stream_dtype) for w, v in zip(structure, masters, strict=True)
         )
         x, labels = task.batch(spec.seed, STREAM_TRAIN, step, spec.global_batch)
         shards = zip(

@@ -275,6 +275,44 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
             )
     if s.numerics.enabled and any(layer.kind != "dense" for layer in model.layers):
         problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
+    elif s.numerics.enabled:
+        problems += _numerics_activation_checks(model.layers)
+    return problems
+
+
+#: Hidden activations the real numerics run (wss.numerics.ACTIVATIONS).
+_NUMERICS_ACTIVATIONS = ("relu", "tanh")
+
+
+def _numerics_activation_checks(layers: Sequence[Any]) -> list[FieldProblem]:
+    """Real numerics run one hidden activation (relu or tanh) and a linear output into softmax."""
+    problems = []
+    last = len(layers) - 1
+    hidden = [(i, layer.activation) for i, layer in enumerate(layers) if i < last or layer.repeat > 1]
+    for i, act in hidden:
+        if act not in _NUMERICS_ACTIVATIONS:
+            problems.append(FieldProblem(
+                f"workload.model.layers.{i}.activation",
+                f"real numerics run hidden layers with relu or tanh, got {act!r}",
+            ))
+    used = sorted({act for _, act in hidden if act in _NUMERICS_ACTIVATIONS})
+    if len(used) > 1:
+        problems.append(FieldProblem(
+            "workload.model.layers",
+            f"real numerics run one hidden activation for every layer; these layers use {' and '.join(used)}",
+        ))
+    if layers[last].repeat > 1:
+        problems.append(FieldProblem(
+            f"workload.model.layers.{last}.repeat",
+            "real numerics need a single output layer last (it feeds softmax cross-entropy); "
+            f"got repeat {layers[last].repeat}",
+        ))
+    elif layers[last].activation != "none":
+        problems.append(FieldProblem(
+            f"workload.model.layers.{last}.activation",
+            "the output layer feeds softmax cross-entropy in real numerics: its activation must be 'none', "
+            f"got {layers[last].activation!r}",
+        ))
     return problems
 
 

@@ -65,11 +65,18 @@ class SimulationConfig(Frozen):
 
 
 class NumericsConfig(Frozen):
-    """Real training alongside the timing (dense-layer models)."""
+    """Real training alongside the timing (dense-layer models).
+
+    The streamed weights take ``training.weight_precision`` (fp16, or bf16 emulated in float32);
+    the arithmetic, the gradients summed by SwarmX and the fp32 master weights are float32, so
+    ``gradient_precision`` and ``activation_precision`` shape the timing (bytes, SRAM) only.
+    """
 
     enabled: bool = Field(False, description="Train the model for real with the numpy sparse kernels.")
     dataset: Literal["teacher", "gaussian_mixture"] = Field("teacher", description="Generated learnable data set.")
     learning_rate: PosFloat = Field(1e-3, description="Optimizer learning rate.")
     momentum: float = Field(0.9, ge=0, lt=1, description="Momentum (momentum optimizer).")
-    weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay (AdamW).")
+    weight_decay: float = Field(
+        0.0, ge=0, description="Weight decay: decoupled for AdamW, coupled L2 (added to the gradient) for the others."
+    )
     prune: Literal["random", "magnitude"] = Field("random", description="How the fixed sparsity mask is chosen.")
