@@ -33,6 +33,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import numbers
 import os
 import queue
 import time
@@ -479,7 +480,8 @@ def sweep(
     baseline
         The key whose smallest value in each group is the reference of ``speedup``
         and ``efficiency`` (default ``hardware.wafers`` if varied, else the first
-        varied key); the groups are the combinations of the other axes.
+        varied key whose values are all numbers, else the first varied key); the
+        groups are the combinations of the other axes.
 
     Returns
     -------
@@ -505,6 +507,9 @@ def sweep(
 
     axes = _axes(vary, zip)
     points = _points(axes)
+    varied = [k for ax in axes for k in ax.keys]
+    if baseline is not None and baseline not in varied:  # before hours of points, not after
+        raise SweepError(f"baseline {baseline!r} is not a varied key ({', '.join(varied) or 'none'})")
     cache = Path(out) if out is not None else None
     fixed = dict(overrides or {})
     started = time.perf_counter()
@@ -588,7 +593,7 @@ def _frame(rows, axes: list[_Axis], points, baseline: str | None) -> "pd.DataFra
     df = df.reindex(columns=columns)
     if not len(df):
         return df
-    ref_key = baseline or (SCALE_KEY if SCALE_KEY in varied else (varied[0] if varied else None))
+    ref_key = baseline or _default_baseline(axes)
     if ref_key is not None and ref_key not in varied:
         raise SweepError(f"baseline {ref_key!r} is not a varied key ({', '.join(varied) or 'none'})")
     ref_axis = next((n for n, ax in enumerate(axes) if ref_key in ax.keys), None)
@@ -597,6 +602,22 @@ def _frame(rows, axes: list[_Axis], points, baseline: str | None) -> "pd.DataFra
     ref_col = "wafers" if ref_key in (None, SCALE_KEY) else ref_key
     df = add_scaling(df, by="_group", baseline=ref_col)
     return df.drop(columns="_group")
+
+
+def _default_baseline(axes: list[_Axis]) -> str | None:
+    """The key speed-ups are measured along: the cluster size if varied, else the first numeric key.
+
+    A categorical key (a model name) has no "smallest" value that means anything: measuring a
+    sparsity sweep of two models against the alphabetically first model would be wrong.  With no
+    numeric key, the first varied key is used and each group's first point that ran is the reference.
+    """
+    keys = [(k, [v[i] for v in ax.values]) for ax in axes for i, k in enumerate(ax.keys)]
+    if any(k == SCALE_KEY for k, _ in keys):
+        return SCALE_KEY
+    for k, values in keys:
+        if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            return k
+    return keys[0][0] if keys else None
 
 
 def add_scaling(

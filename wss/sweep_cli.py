@@ -54,6 +54,9 @@ def add_commands(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, metavar="N", help="worker processes (default: all cores)")
     p.add_argument("--fidelity", choices=FIDELITIES, default="simulate",
                    help="simulate: the discrete-event model (default); estimate: the analytical estimator")
+    p.add_argument("--baseline", default=None, metavar="KEY",
+                   help="varied key whose smallest value is the speed-up reference in each group (default: "
+                   "hardware.wafers if varied, else the first numeric varied key)")
     p.add_argument("--quiet", action="store_true", help="print no table")
     return p
 
@@ -131,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=_progress_line if tty else None,
                 fidelity=args.fidelity,
                 overrides=overrides,
+                baseline=args.baseline,
             )
     except WssError as exc:
         _end_progress(tty)

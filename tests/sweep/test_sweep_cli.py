@@ -88,12 +88,24 @@ def test_parquet_output_with_error_rows(scenarios, tmp_path, capsys):
         (["--vary", "hardware.wafers=1", "-o", "results.xlsx"], ".csv or .parquet"),
         (["--vary", "hardware.wafers=1", "--address", "tcp://127.0.0.1:1"], "needs --executor dask"),
         (["--vary", "hardware.wafers=1", "--set", "nonsense"], "dotted.key=value"),
+        (["--vary", "hardware.wafers=1,2", "--baseline", "workload.sparsity"], "not a varied key"),
     ],
 )
 def test_bad_input_exits_2_with_one_message(scenarios, extra, message, capsys):
     assert run_cli(["sweep", str(scenarios / "fc_mnist.yaml"), *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+def test_baseline_flag_sets_the_speedup_reference(scenarios, tmp_path):
+    out = tmp_path / "r.csv"
+    argv = ["sweep", str(scenarios / "fc_mnist.yaml"), "--executor", "serial", "--quiet", "-o", str(out),
+            "--vary", "workload.sparsity=0,0.9", "--vary", "training.global_batch=64,128"]
+    assert run_cli([*argv, "--baseline", "training.global_batch"]) == 0
+    df = pd.read_csv(out)
+    refs = df[df["training.global_batch"] == 64]
+    assert refs["speedup"].tolist() == [1.0, 1.0]  # one reference per sparsity, not the dense point
+    assert (df[df["training.global_batch"] == 128]["speedup"] != 1.0).all()
 
 
 def test_missing_scenario_exits_2(tmp_path, capsys):

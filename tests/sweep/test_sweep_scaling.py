@@ -53,3 +53,22 @@ def test_sparsity_sweep_speedup_is_over_the_densest_point(base):
     assert dense["speedup"] == 1.0
     assert df["speedup"].tolist() == pytest.approx((df["tokens_per_s"] / dense["tokens_per_s"]).tolist())
     assert df["efficiency"].isna().all()  # no wafers varied: scaling efficiency does not apply
+
+
+def test_a_categorical_key_listed_first_is_not_the_speedup_reference(base):
+    """Models x sparsity: each model's speed-up is over its own dense point, not over another model."""
+    df = sweep(base, {"workload.model": ["fc-mnist", "gpt3-125m"], "workload.sparsity": [0.0, 0.9]},
+               executor="serial", overrides={"training.seq_len": None})
+    for _, part in df[df["status"] == "ok"].groupby("workload.model"):
+        dense = part[part["workload.sparsity"] == 0.0].iloc[0]
+        assert dense["speedup"] == 1.0
+        assert part["speedup"].tolist() == pytest.approx((part["tokens_per_s"] / dense["tokens_per_s"]).tolist())
+
+
+def test_a_baseline_that_is_not_varied_fails_before_any_point_runs(base, counting_executor):
+    from wss.sweep import SweepError
+
+    ex = counting_executor()
+    with pytest.raises(SweepError, match="not a varied key"):
+        sweep(base, {"hardware.wafers": [1, 2]}, baseline="workload.sparsity", executor=ex)
+    assert ex.calls == 0
