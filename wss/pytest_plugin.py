@@ -36,6 +36,8 @@ from .errors import WssError
 __all__ = ["WssTiming", "wss_timing"]
 
 _NOTES = pytest.StashKey[list[str]]()
+#: Baseline file -> the scenario that uses it, over the whole session.
+_OWNERS = pytest.StashKey[dict[Path, Path]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,16 +51,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NOTES] = []
+    config.stash[_OWNERS] = {}
 
 
 class WssTiming:
     """What the ``wss_timing`` fixture returns."""
 
-    def __init__(self, baselines_dir: Path, rootdir: Path, update: bool, notes: list[str]):
+    def __init__(self, baselines_dir: Path, rootdir: Path, update: bool, notes: list[str],
+                 owners: dict[Path, Path] | None = None):
         self.baselines_dir = baselines_dir
         self.rootdir = rootdir
         self.update = update
         self._notes = notes
+        self._owners = owners if owners is not None else {}
 
     def check(
         self,
@@ -74,16 +79,25 @@ class WssTiming:
         path = Path(scenario)
         if not path.is_absolute():
             path = self.rootdir / path
+        path = path.resolve()
+        dest = baseline_path(self.baselines_dir, path).resolve()
+        owner = self._owners.setdefault(dest, path)
+        if owner != path:
+            pytest.fail(f"wss timing: {scenario} and {owner} would share the baseline file {dest}; "
+                        "give each scenario a distinct file name", pytrace=False)
+        failure = None
         try:
             if self.update:
-                dest = save_baseline(record_baseline(path), baseline_path(self.baselines_dir, path))
+                dest = save_baseline(record_baseline(path), dest)
                 self._notes.append(f"updated {dest}")
                 return None
             comparison = check_scenario(path, self.baselines_dir, rtol, metric_tolerances)
         except (MissingBaseline, StaleBaseline) as exc:
-            pytest.fail(f"wss timing: {exc}; from pytest: --wss-update-baselines", pytrace=False)
+            failure = f"wss timing: {exc}; from pytest: --wss-update-baselines"
         except WssError as exc:
-            pytest.fail(f"wss timing: {exc}", pytrace=False)
+            failure = f"wss timing: {exc}"
+        if failure is not None:  # outside the except block: no "during handling of the above exception"
+            pytest.fail(failure, pytrace=False)
         if comparison.unmatched_tolerances:
             pytest.fail(f"wss timing: metric_tolerances key(s) {', '.join(comparison.unmatched_tolerances)} "
                         f"match no metric of {scenario}", pytrace=False)
@@ -113,7 +127,7 @@ def wss_timing(request: pytest.FixtureRequest) -> WssTiming:
     """Check wss scenarios against their committed timing baselines: ``wss_timing.check(path, rtol=0.01)``."""
     config = request.config
     return WssTiming(_baselines_dir(config), config.rootpath, bool(config.getoption("wss_update_baselines")),
-                     config.stash[_NOTES])
+                     config.stash[_NOTES], config.stash[_OWNERS])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -134,3 +134,26 @@ def test_help_lists_the_options(pytester: pytest.Pytester):
 def test_entry_point_provides_the_fixture(project: pytest.Pytester):
     project.runpytest(*NO_HYPOTHESIS, "--wss-update-baselines").assert_outcomes(passed=1)
     project.runpytest(*NO_HYPOTHESIS).assert_outcomes(passed=1)
+
+
+def test_two_scenarios_may_not_share_a_baseline_file(pytester: pytest.Pytester):
+    for sub in ("a", "b"):
+        (pytester.path / sub).mkdir()
+        (pytester.path / sub / "small.yaml").write_text(FC_MNIST.read_text(encoding="utf-8"), encoding="utf-8")
+    pytester.makepyfile(test_inner_shared="""
+def test_a(wss_timing):
+    wss_timing.check("a/small.yaml")
+
+def test_b(wss_timing):
+    wss_timing.check("b/small.yaml")
+""")
+    result = pytester.runpytest(*PLUGIN, "--wss-update-baselines")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*would share the baseline file*small.json*distinct file name*"])
+
+
+def test_a_missing_baseline_fails_with_one_message(project: pytest.Pytester):
+    result = project.runpytest(*PLUGIN)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*wss timing:*--wss-update-baselines*"])
+    assert "During handling of the above exception" not in result.stdout.str()
