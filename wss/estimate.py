@@ -362,8 +362,8 @@ def _sweep(items: list[_Item], caps: tuple[list[float], list[float]], lead: floa
         t += dur
         out.compute += it.compute_s
         out.flash += it.flash_s
-        out.flash_wait += max(0.0, dur - it.compute_s) * it.flash_share
         wait = max(0.0, dur - it.compute_s)  # all for the weight path: updates and inputs are other terms
+        out.flash_wait += wait * it.flash_share
         pace = pass_pacing(it.compute_s, {"flash": wait * it.flash_share, "stream": wait * (1.0 - it.flash_share)})
         for c, v in pace.items():
             out.paced[c] = out.paced.get(c, 0.0) + v
