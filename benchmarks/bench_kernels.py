@@ -5,7 +5,7 @@ Run ``python benchmarks/bench_kernels.py`` (add ``--quick`` for a smoke run,
 dense/sparse switch-over scan behind ``SPARSE_DENSITY_THRESHOLD``).
 
 Each cell is the median wall time over repeats (fewer repeats for calls that
-take seconds, see column ``n``).  ``ours`` is :func:`wss.kernels.gemm.forward`
+take seconds, see column ``n``).  ``ours`` is :func:`wss.model.kernels.gemm.forward`
 with its caches warm (the dense form or padded layout is built once per
 streamed matrix); ``cold`` includes building them, which is what a training
 step pays because every update yields new weights.  ``ratio`` is
@@ -22,8 +22,8 @@ import time
 import numpy as np
 import scipy.sparse as sps
 
-from wss.kernels import gemm
-from wss.kernels.sparse_format import SparseWeights
+from wss.model.kernels import gemm
+from wss.model.kernels.sparse_format import SparseWeights
 
 
 def timed(fns: dict, repeats: int, budget_s: float) -> dict[str, tuple[float, int]]:

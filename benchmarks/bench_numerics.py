@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from wss.numerics import NumericsSpec, evaluate, train
+from wss.model.numerics import NumericsSpec, evaluate, train
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ The sweep: 8 GPT-3 sizes (125M to 175B) x 8 cluster sizes (1 to 128 CS-2s) at a
 fixed 8 sequences per wafer (cluster size and global batch zipped), on the
 GPT-3 175B scenario's hardware.  No cache, so every point is simulated.
 
-* ``serial``: ``wss.sweep.sweep(..., executor="serial")``, every point in this process;
+* ``serial``: ``wss.studies.sweep.sweep(..., executor="serial")``, every point in this process;
 * ``process``: ``executor="process"`` with N spawned workers (default: all cores),
   including the pool's start-up (spawn and import of wss in each worker);
 * ``machine ceiling``: N identical pure-Python CPU jobs at once against in turn, which
@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from wss.sweep import sweep
+from wss.studies.sweep import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "scenarios" / "gpt3_175b.yaml"

@@ -26,7 +26,7 @@ edit by hand.  `wss reproduce` runs the same cases and prints the same table (ex
 passes, 1 otherwise).*
 
 Each case holds one published figure, its source, the wss quantity that corresponds to it (a named
-metric of `wss/validation.py` computed from the simulated `Result` or the static `Plan`) and a
+metric of `wss/studies/validation.py` computed from the simulated `Result` or the static `Plan`) and a
 criterion: *approx* (relative error within the tolerance) or a relation (`<`, `<=`, `>`, `>=`) for a
 qualitative claim encoded as a number.  Nothing was calibrated to pass: every case runs on the
 shipped hardware presets, no metric holds a per-case factor, and the error column is what the
@@ -58,8 +58,8 @@ LEFT_OUT = """\
 
 
 def render(outcomes) -> str:
-    """The page for a list of :class:`wss.validation.Outcome`."""
-    from wss.validation import format_markdown
+    """The page for a list of :class:`wss.studies.validation.Outcome`."""
+    from wss.studies.validation import format_markdown
 
     passed = sum(o.passed for o in outcomes)
     out = [HEADER]
@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/validation.md is out of date")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from wss.results import atomic_write_text
-    from wss.validation import reproduce
+    from wss.model.results import atomic_write_text
+    from wss.studies.validation import reproduce
 
     text = render(reproduce())
     if args.check:

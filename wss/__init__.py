@@ -3,27 +3,62 @@
 >>> import wss
 >>> result = wss.simulate(wss.load_scenario("scenarios/fc_mnist.yaml"))
 >>> result.step_time_s
+
+The package is layered (see docs/architecture.md): :mod:`wss.model` turns a
+Scenario into a Result; :mod:`wss.views` shows Results; :mod:`wss.studies`
+runs the model many times (estimate, sweep, verdict, validation, check);
+:mod:`wss.cli` is the command line.  What users reach for is exported here.
 """
 
-from .errors import InfeasibleError, ScenarioError, WssError
-from .presets import list_presets
-from .results import Result
-from .scenario import Scenario, load_scenario
-from .simulate import plan, simulate
-from .sweep import sweep  # the function wss.sweep(...) shadows the module: use `from wss.sweep import ...` for the rest
+from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING, Any
+
+from wss._version import __version__
+from wss.errors import InfeasibleError, ScenarioError, WssError
+from wss.model.plan import Plan
+from wss.model.results import Result
+from wss.model.scenario import Scenario, load_scenario
+from wss.model.scenario.presets import list_presets
+from wss.model.simulate import plan, simulate
+
+if TYPE_CHECKING:
+    from wss.studies.estimate import Estimate, estimate
+    from wss.studies.sweep import sweep
+    from wss.studies.verdict import Verdict, verdict
 
 __all__ = [
     "__version__",
     "simulate",
     "plan",
+    "estimate",
     "sweep",
+    "verdict",
     "load_scenario",
     "list_presets",
     "Scenario",
+    "Plan",
     "Result",
+    "Estimate",
+    "Verdict",
     "WssError",
     "ScenarioError",
     "InfeasibleError",
 ]
+
+# The studies pull in pandas and friends: import them on first use, so `import wss` stays light.
+_LAZY = {
+    "estimate": "wss.studies.estimate",
+    "Estimate": "wss.studies.estimate",
+    "sweep": "wss.studies.sweep",
+    "verdict": "wss.studies.verdict",
+    "Verdict": "wss.studies.verdict",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'wss' has no attribute {name!r}")

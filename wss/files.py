@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import WssError
+from wss.errors import WssError
 
 __all__ = [
     "OutputError",

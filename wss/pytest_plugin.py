@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from .check import (
+from wss.errors import WssError
+from wss.studies.check import (
     Comparison,
     MissingBaseline,
     StaleBaseline,
@@ -31,7 +32,6 @@ from .check import (
     record_baseline,
     save_baseline,
 )
-from .errors import WssError
 
 __all__ = ["WssTiming", "wss_timing"]
 
@@ -73,7 +73,7 @@ class WssTiming:
     ) -> Comparison | None:
         """Simulate ``scenario`` and fail the test if a metric regressed beyond tolerance.
 
-        Returns the :class:`~wss.check.Comparison`, or None when re-recording
+        Returns the :class:`~wss.studies.check.Comparison`, or None when re-recording
         with ``--wss-update-baselines``.
         """
         path = Path(scenario)

@@ -6,7 +6,6 @@ test owns its scenario and baselines and nothing under the work tree is written.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
 FC_MNIST = SCENARIOS / "fc_mnist.yaml"
 
-#: Run ``wss`` through its real entry point function once ``wss.cli`` knows the check commands.
+#: Run ``wss`` through its real entry point function in a fresh interpreter.
 WIRED_MAIN = "import sys; from wss.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -31,13 +30,10 @@ def copy_scenario(dest_dir: Path, source: Path = FC_MNIST, name: str | None = No
 
 
 def check_cli(argv: list[str]) -> int:
-    """Run ``wss baseline|check`` in-process through a parser built only from ``wss.check_cli``."""
-    from wss.check_cli import add_commands, run
+    """Run ``wss baseline|check`` in-process through the real entry point."""
+    from wss.cli import main
 
-    ap = argparse.ArgumentParser(prog="wss")
-    sub = ap.add_subparsers(dest="command", required=True)
-    add_commands(sub)
-    return run(ap.parse_args([str(a) for a in argv]))
+    return main([str(a) for a in argv])
 
 
 def edit_metrics(path: Path, **scale: float) -> None:
@@ -62,13 +58,3 @@ def run_python(code: str, *args: Any, cwd: Path, timeout: float = 120) -> subpro
         cwd=cwd, capture_output=True, text=True, timeout=timeout, env=subprocess_env(),
     )
 
-
-def cli_is_wired() -> bool:
-    """True once ``wss.cli`` has the ``check`` subcommand."""
-    from wss import cli
-
-    try:
-        cli._parser().parse_args(["check", "x.yaml"])
-    except SystemExit:
-        return False
-    return True

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from check_helpers import FC_MNIST, copy_scenario
-from wss.check import record_baseline
+
+from wss.studies.check import record_baseline
 
 
 @pytest.fixture

@@ -1,9 +1,7 @@
 """``wss baseline`` and ``wss check``: exit codes, tables and messages.
 
-Most tests drive the commands in-process through a parser built from ``wss.check_cli`` alone
-(:func:`check_helpers.check_cli`), so they run before the commands are wired into ``wss.cli``.
-The tests marked ``needs_wiring`` go through the real ``wss.cli.main`` in a fresh process and are
-skipped until ``wss.cli`` knows the ``check`` command.
+Most tests drive the commands in-process through ``wss.cli.main``
+(:func:`check_helpers.check_cli`); a few run the real entry point in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -12,10 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from check_helpers import WIRED_MAIN, check_cli, cli_is_wired, copy_scenario, edit_metrics, run_python
-
-needs_wiring = pytest.mark.skipif(not cli_is_wired(), reason="wss check is not wired into wss.cli yet")
+from check_helpers import WIRED_MAIN, check_cli, copy_scenario, edit_metrics, run_python
 
 
 @pytest.fixture
@@ -162,7 +157,6 @@ def test_all_shows_every_metric(recorded: Path, scenario: Path, capsys):
     assert len(out) == 1 + 2 + 34 and all(line.endswith(" ok") for line in out[3:])
 
 
-@needs_wiring
 def test_wired_wss_baseline_and_check(tmp_path: Path, scenario: Path):
     r = run_python(WIRED_MAIN, "baseline", scenario.name, "-o", "baselines/", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -173,7 +167,6 @@ def test_wired_wss_baseline_and_check(tmp_path: Path, scenario: Path):
     assert r.returncode == 1 and "step_time_s" in r.stdout and "REGRESSED" in r.stdout
 
 
-@needs_wiring
 def test_wired_wss_check_bad_input_exits_2(tmp_path: Path, scenario: Path):
     r = run_python(WIRED_MAIN, "check", scenario.name, "--baselines", "nowhere/", cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.startswith("error: no baseline for fc_mnist.yaml")

@@ -1,4 +1,4 @@
-"""The pure API of wss.check: metrics, compare, tolerances, freshness, baseline files."""
+"""The pure API of wss.studies.check: metrics, compare, tolerances, freshness, baseline files."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from check_helpers import FC_MNIST
 
 import wss
-from check_helpers import FC_MNIST
-from wss.check import (
+from wss.errors import WssError
+from wss.studies.check import (
     CHANGED,
     FORMAT,
     IMPROVED,
@@ -18,10 +19,10 @@ from wss.check import (
     OK,
     REGRESSED,
     Baseline,
-    baseline_from_result,
     CheckError,
     MissingBaseline,
     StaleBaseline,
+    baseline_from_result,
     baseline_path,
     check_scenario,
     compare,
@@ -34,7 +35,6 @@ from wss.check import (
     save_baseline,
     scenario_hash,
 )
-from wss.errors import WssError
 
 SLOW_CLOCK = {"hardware.wafer.clock_Hz": 5.5e8}  # half the WSE-2 clock
 

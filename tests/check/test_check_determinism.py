@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from check_helpers import REPO, SCENARIOS, subprocess_env
-from wss.check import load_baseline, scenario_hash
-from wss.scenario import load_scenario
+
+from wss.model.scenario import load_scenario
+from wss.studies.check import load_baseline, scenario_hash
 
 SIMULATE = "import sys, wss; sys.stdout.write(wss.simulate(wss.load_scenario(sys.argv[1])).to_json())"
-RECORD = "import sys; from wss.check_cli import main; sys.exit(main(['baseline', sys.argv[1], '-o', sys.argv[2]]))"
+RECORD = "import sys; from wss.cli import main; sys.exit(main(['baseline', sys.argv[1], '-o', sys.argv[2]]))"
 
 #: Too slow for CI (10-25 s each); see docs/ci.md.
 NOT_BASELINED = {"brain_120t.yaml", "gpt_1t.yaml"}

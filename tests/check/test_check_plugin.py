@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from check_helpers import FC_MNIST, edit_metrics
 
 # Here, not in tests/check/conftest.py: pytest refuses pytest_plugins in a conftest below the top level.
@@ -130,8 +129,8 @@ def test_help_lists_the_options(pytester: pytest.Pytester):
     result.stdout.fnmatch_lines(["*--wss-baselines=DIR*", "*--wss-update-baselines*", "*wss_baselines*"])
 
 
-@pytest.mark.skipif(not _entry_point_installed(), reason="the pytest11 entry point 'wss' is not installed yet")
 def test_entry_point_provides_the_fixture(project: pytest.Pytester):
+    assert _entry_point_installed(), "the pytest11 entry point 'wss' is not installed (pip install -e .)"
     project.runpytest(*NO_HYPOTHESIS, "--wss-update-baselines").assert_outcomes(passed=1)
     project.runpytest(*NO_HYPOTHESIS).assert_outcomes(passed=1)
 

@@ -2,7 +2,7 @@
 
 Pipeline formula used throughout: a chunk stream through a chain of store-and-forward stages with
 service times ``s_1..s_k`` and flight latency ``h`` after each finishes its ``n``-th chunk at
-``sum_i (s_i + h) + (n - 1) max_i s_i`` (deterministic tandem), see wss/components/links.py.
+``sum_i (s_i + h) + (n - 1) max_i s_i`` (deterministic tandem), see wss/model/components/links.py.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.kernels.cycles import dense_profile, kernel_cycles
-
-from core_helpers import dense_model, ideal_hardware, scenario_dict
+from wss.model.kernels.cycles import dense_profile, kernel_cycles
 
 REL = 5e-3  # "within 0.5%"
 MiB = 2**20

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
 from wss import InfeasibleError, ScenarioError
-
-from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 GPT3_175B_ON_ONE_SMALL_MEMORYX = scenario_dict(
     model="gpt3-175b",

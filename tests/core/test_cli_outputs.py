@@ -12,12 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
+from core_helpers import SCENARIOS, run_wss, run_wss_parallel
 
 import wss
 from wss.errors import WssError
 from wss.files import OutputError, all_or_nothing, atomic_write_text, ensure_dir, ensure_file_target
-
-from core_helpers import SCENARIOS, run_wss, run_wss_parallel
 
 FC_MNIST = SCENARIOS / "fc_mnist.yaml"
 SWEEP = ["sweep", FC_MNIST, "--vary", "hardware.wafers=1,2", "--executor", "serial", "--quiet"]
@@ -144,13 +143,12 @@ def test_atomic_write_under_a_file_is_an_output_error(tmp_path):
 def test_all_or_nothing_rolls_back_files_and_new_folders(tmp_path):
     keep = tmp_path / "keep.json"
     keep.write_text("old", encoding="utf-8")
-    with pytest.raises(RuntimeError):
-        with all_or_nothing():
-            ensure_dir(tmp_path / "a" / "b")
-            atomic_write_text(tmp_path / "a" / "b" / "x.json", "new")
-            atomic_write_text(keep, "new")
-            assert not (tmp_path / "a" / "b" / "x.json").exists() and keep.read_text(encoding="utf-8") == "old"
-            raise RuntimeError("later output failed")
+    with pytest.raises(RuntimeError), all_or_nothing():
+        ensure_dir(tmp_path / "a" / "b")
+        atomic_write_text(tmp_path / "a" / "b" / "x.json", "new")
+        atomic_write_text(keep, "new")
+        assert not (tmp_path / "a" / "b" / "x.json").exists() and keep.read_text(encoding="utf-8") == "old"
+        raise RuntimeError("later output failed")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
     assert keep.read_text(encoding="utf-8") == "old"
 
@@ -162,10 +160,9 @@ def test_all_or_nothing_rolls_back_files_and_new_folders(tmp_path):
 
 
 def test_all_or_nothing_without_staging_writes_at_once_and_removes_only_empty_new_folders(tmp_path):
-    with pytest.raises(KeyboardInterrupt):
-        with all_or_nothing(stage=False):
-            ensure_dir(tmp_path / "empty")
-            atomic_write_text(tmp_path / "cache" / "p.json", "1")
-            assert (tmp_path / "cache" / "p.json").is_file()
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), all_or_nothing(stage=False):
+        ensure_dir(tmp_path / "empty")
+        atomic_write_text(tmp_path / "cache" / "p.json", "1")
+        assert (tmp_path / "cache" / "p.json").is_file()
+        raise KeyboardInterrupt
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # the cached point stays

@@ -6,15 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from core_helpers import dense_model, scenario_dict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import wss
-from wss.kernels.cycles import NnzProfile, dense_profile, kernel_cycles, sampled_profile
-from wss.kernels.mapping import deal_rows, row_loads
-from wss.scenario import WaferConfig
-
-from core_helpers import dense_model, scenario_dict
+from wss.model.kernels.cycles import NnzProfile, dense_profile, kernel_cycles, sampled_profile
+from wss.model.kernels.mapping import deal_rows, row_loads
+from wss.model.scenario import WaferConfig
 
 HYPOTHESIS = settings(database=None, deadline=None, max_examples=60)
 

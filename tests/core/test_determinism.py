@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import yaml
+from core_helpers import SCENARIOS, dense_model, run_wss_parallel, scenario_dict
 
 import wss
-
-from core_helpers import SCENARIOS, dense_model, run_wss_parallel, scenario_dict
 
 SPARSE = scenario_dict(
     model=dense_model(1024, 2048, 1024, name="sparse-mlp", activation="relu"),

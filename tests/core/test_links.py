@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from wss.components.links import Chunk, Link
+from wss.model.components.links import Chunk, Link
 
 
 def build_chain(env, n_links, bandwidth, latency, capacity=2, sink_capacity=float("inf")):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.simulate import simulate_detailed
-
-from core_helpers import dense_model, ideal_hardware, scenario_dict
+from wss.model.simulate import simulate_detailed
 
 MiB = 2**20
 FLASH_READ, FLASH_WRITE = 1e9, 5e8

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from core_helpers import dense_model, scenario_dict
 
 import wss
-from wss.results import PACING_TOLERANCE, pass_pacing
-
-from core_helpers import dense_model, scenario_dict
+from wss.model.results import PACING_TOLERANCE, pass_pacing
 
 
 def test_a_pass_that_waits_for_weights_is_paced_by_the_stream_whole():

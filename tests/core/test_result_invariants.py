@@ -6,11 +6,10 @@ import json
 import math
 
 import pytest
+from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
-from wss.results import BREAKDOWN_CATEGORIES, PACING_TOLERANCE, KernelRecord, Result
-
-from core_helpers import SCENARIOS, dense_model, scenario_dict
+from wss.model.results import BREAKDOWN_CATEGORIES, PACING_TOLERANCE, KernelRecord, Result
 
 TINY_GPT = {
     "name": "tiny-gpt",

@@ -6,11 +6,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from core_helpers import REPO, SCENARIOS, dense_model, run_wss, scenario_dict
 
 import wss
 from wss import ScenarioError, WssError
-
-from core_helpers import REPO, SCENARIOS, dense_model, run_wss, scenario_dict
 
 
 def write(tmp_path, text: str, name: str = "scenario.yaml"):
@@ -124,7 +123,7 @@ def test_feature_model_without_seq_len_still_loads():
 
 
 def test_every_shipped_validation_case_still_loads():
-    from wss.validation import load_case
+    from wss.studies.validation import load_case
 
     paths = sorted((SCENARIOS / "validation").glob("*.yaml"))
     assert paths

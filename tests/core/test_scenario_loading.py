@@ -6,12 +6,11 @@ import textwrap
 
 import pydantic
 import pytest
+from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
 from wss import ScenarioError
-from wss.presets import load_model_preset, load_part_preset
-
-from core_helpers import SCENARIOS, dense_model, scenario_dict
+from wss.model.scenario.presets import load_model_preset, load_part_preset
 
 
 def write(tmp_path, text: str, name: str = "scenario.yaml"):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from core_helpers import HUGE, SCENARIOS, dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.scenario import PRECISION_BYTES
-
-from core_helpers import HUGE, SCENARIOS, dense_model, ideal_hardware, scenario_dict
+from wss.model.scenario import PRECISION_BYTES
 
 
 def wafer_edges(result):

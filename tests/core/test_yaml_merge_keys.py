@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from wss.errors import ScenarioError
-from wss.scenario.yaml_io import safe_load_text
+from wss.model.scenario.yaml_io import safe_load_text
 
 TEXT = "a: &x {b: 1}\nc:\n  <<: *x\n  d: 2\n"
 

@@ -7,8 +7,6 @@ docs/fidelity.md is switched off and the two must then agree within 1%.
 from __future__ import annotations
 
 import pytest
-
-import wss
 from fidelity_helpers import (
     AGREE,
     AGREE_WITHOUT_EFFECT,
@@ -19,7 +17,9 @@ from fidelity_helpers import (
     SLOW,
     relative,
 )
-from wss.estimate import estimate
+
+import wss
+from wss.studies.estimate import estimate
 
 
 def _pair(name: str, extra: dict | None = None):

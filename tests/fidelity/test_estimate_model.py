@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
 import simpy
+from fidelity_helpers import SCENARIOS, relative
 
 import wss
-from fidelity_helpers import SCENARIOS, relative
-from wss.estimate import TERMS, Estimate, estimate, estimate_plan
-from wss.results import BREAKDOWN_CATEGORIES
+from wss.model.results import BREAKDOWN_CATEGORIES
+from wss.studies.estimate import TERMS, Estimate, estimate, estimate_plan
 
 
 @pytest.fixture

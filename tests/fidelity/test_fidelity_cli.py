@@ -1,22 +1,17 @@
-"""``wss estimate`` and ``wss reproduce`` through their entry points (wss.fidelity_cli)."""
+"""``wss estimate`` and ``wss reproduce`` through the real entry point (wss.cli.main)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
-
 from fidelity_helpers import REPO, SCENARIOS
-from wss import fidelity_cli
+
+from wss.cli import main
 
 
 def _run(argv: list[str]) -> int:
-    """Parse and run as wss.cli will once the commands are wired in."""
-    ap = argparse.ArgumentParser(prog="wss")
-    sub = ap.add_subparsers(dest="command", required=True)
-    fidelity_cli.add_commands(sub)
-    return fidelity_cli.run(ap.parse_args(argv))
+    return main([str(a) for a in argv])
 
 
 def test_estimate_prints_a_summary(capsys):

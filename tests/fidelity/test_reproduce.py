@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from fidelity_helpers import REPO
+
 from wss.errors import ScenarioError
-from wss.validation import METRICS, default_directory, judge, load_case, load_cases, reproduce
+from wss.studies.validation import METRICS, default_directory, judge, load_case, load_cases, reproduce
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ scenarios:
 
 
 def test_judging():
-    from wss.validation import CaseSpec
+    from wss.studies.validation import CaseSpec
 
     base = {"figure": "x", "source": "y", "published": 2.0, "metric": "params", "scenario": {}}
     approx = CaseSpec(**base, compare="approx", tolerance=0.1)

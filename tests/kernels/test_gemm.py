@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wss.kernels import gemm
-from wss.kernels.sparse_format import SparseWeights
+from wss.model.kernels import gemm
+from wss.model.kernels.sparse_format import SparseWeights
 
 TOL = 1e-5
 

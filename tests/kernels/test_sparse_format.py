@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wss.kernels.sparse_format import SparseWeights
+from wss.model.kernels.sparse_format import SparseWeights
 
 
 def _random(rng, shape=(6, 9), density=0.4, dtype=np.float32):

@@ -7,9 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wss.numerics import NumericsSpec, initial_weights, train, tree_reduce
-from wss.numerics.data import STREAM_TRAIN, make_task
-from wss.numerics.train import wafer_step
+from wss.model.numerics import NumericsSpec, initial_weights, train, tree_reduce
+from wss.model.numerics.data import STREAM_TRAIN, make_task
+from wss.model.numerics.train import wafer_step
 
 # FC-MNIST shape, three steps.
 BASE = dict(layer_sizes=(784, 256, 256, 10), densities=(0.5, 0.5, 0.5), global_batch=64, steps=3, seed=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wss.numerics.model import forward_backward, init_weights
+from wss.model.numerics.model import forward_backward, init_weights
 
 
 def _loss(weights, x, labels, scale, activation):
@@ -38,7 +38,7 @@ def test_gradients_match_central_differences(activation, prune):
 
 def test_loss_and_accuracy_of_a_known_case():
     # One identity layer: the logits are the inputs.
-    from wss.kernels.sparse_format import SparseWeights
+    from wss.model.kernels.sparse_format import SparseWeights
 
     W = SparseWeights.from_dense(np.eye(3))
     x = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, 1.0]])

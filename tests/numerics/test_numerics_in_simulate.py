@@ -1,4 +1,4 @@
-"""Numerics through wss.simulate: real training alongside the timing, real masks in the cycle model."""
+"""Numerics through wss.model.simulate: real training alongside the timing, real masks in the cycle model."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 import wss
-from wss.numerics_bridge import numerics_spec, run_numerics
-from wss.plan import make_plan
+from wss.model.numerics_bridge import numerics_spec, run_numerics
+from wss.model.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
 

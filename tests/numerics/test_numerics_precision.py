@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import wss
-from wss.numerics import NumericsSpec, train
-from wss.numerics.precision import round_to_bfloat16
-from wss.numerics_bridge import numerics_spec
+from wss.model.numerics import NumericsSpec, train
+from wss.model.numerics.precision import round_to_bfloat16
+from wss.model.numerics_bridge import numerics_spec
 
 
 def test_bfloat16_rounding_matches_the_format():

@@ -7,9 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wss.numerics import NumericsSpec, evaluate, initial_weights, train
-from wss.numerics.data import make_task
-from wss.numerics.optimizers import SGD, Adam, Momentum, make_optimizer
+from wss.model.numerics import NumericsSpec, evaluate, initial_weights, train
+from wss.model.numerics.data import make_task
+from wss.model.numerics.optimizers import SGD, Adam, Momentum, make_optimizer
 
 
 def _mean(xs):

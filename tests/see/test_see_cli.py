@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import wss
+from wss.cli.see import COMMANDS, SeeInputError, add_commands, after_simulate, extend_simulate, run, simulate
 from wss.errors import WssError
-from wss.see_cli import COMMANDS, SeeInputError, add_commands, after_simulate, extend_simulate, run, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 FC_MNIST = ROOT / "scenarios" / "fc_mnist.yaml"
@@ -140,15 +140,13 @@ def test_simulate_without_extras_records_nothing():
     assert out.getvalue() == ""
 
 
-def test_real_cli_once_wired(result_file, tmp_path, capsys):
-    """End to end through wss.cli.main, once cli.py calls see_cli (skipped until then)."""
+def test_real_cli(result_file, tmp_path, capsys):
+    """End to end through wss.cli: plot, report and simulate with every output."""
     from wss import cli
 
-    try:
+    with pytest.raises(SystemExit) as exc:
         cli.main(["plot", "--help"])
-    except SystemExit as exc:
-        if exc.code != 0:
-            pytest.skip("wss plot is not wired into wss/cli.py yet")
+    assert exc.value.code == 0
     capsys.readouterr()
     assert cli.main(["report", str(result_file), "--limit", "2"]) == 0
     assert cli.main(["report", str(tmp_path / "nope.json")]) == 2

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.plots import gantt_figure, kernel_breakdown, plot_all, save_figure, utilisation_figure
-from wss.simulate import simulate_detailed
+from wss.model.simulate import simulate_detailed
+from wss.views.plots import gantt_figure, kernel_breakdown, plot_all, save_figure, utilisation_figure
 
 ROOT = Path(__file__).resolve().parents[2]
 FC_MNIST = ROOT / "scenarios" / "fc_mnist.yaml"

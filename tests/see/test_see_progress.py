@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import io
 from pathlib import Path
 
-import pytest
-
 import wss
-
-from wss.progress import ProgressBar, progress_bar
+from wss.views.progress import ProgressBar, progress_bar
 
 
 class FakeTTY(io.StringIO):
@@ -92,14 +88,12 @@ def test_exception_leaves_the_fraction():
     assert out.getvalue().endswith("\n")
 
 
-def test_simulator_hook_once_added():
-    """The core calls ``progress(fraction)`` from the run (skipped until simulate_detailed takes it)."""
-    from wss.simulate import simulate_detailed
+def test_simulator_progress_hook():
+    """The core calls ``progress(fraction)`` from the run, monotone up to 1.0, and it changes nothing."""
+    from wss.model.simulate import simulate_detailed
 
-    if "progress" not in inspect.signature(simulate_detailed).parameters:
-        pytest.skip("simulate_detailed has no progress hook yet")
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
     seen: list[float] = []
     result, _ = simulate_detailed(scenario, record=False, progress=seen.append)
-    assert seen and seen == sorted(seen) and 0 < seen[0] and seen[-1] == 1.0
+    assert seen and seen == sorted(seen) and seen[0] > 0 and seen[-1] == 1.0
     assert result.to_json() == wss.simulate(scenario).to_json()  # the hook changes nothing

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.report import COLUMNS, format_table, kernel_table, sort_rows, table_csv, write_csv
+from wss.views.report import COLUMNS, format_table, kernel_table, sort_rows, table_csv, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 

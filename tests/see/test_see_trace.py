@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.simulate import simulate_detailed
-from wss.trace import build_trace, trace_json, write_trace
+from wss.model.simulate import simulate_detailed
+from wss.views.trace import build_trace, trace_json, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 FC_MNIST = ROOT / "scenarios" / "fc_mnist.yaml"

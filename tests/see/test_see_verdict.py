@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import wss
-from wss.verdict import PARTS, Verdict, candidate_parts, verdict
+from wss.studies.verdict import PARTS, Verdict, candidate_parts, verdict
 
 BASE = {
     "name": "dense-4x2048",

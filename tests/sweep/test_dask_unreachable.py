@@ -46,7 +46,7 @@ def test_unreachable_scheduler_is_bad_input(scenarios, tmp_path):
 
 
 def test_malformed_address_is_bad_input(scenarios, tmp_path):
-    from wss.sweep import SweepError, sweep
+    from wss.studies.sweep import SweepError, sweep
 
     with pytest.raises(SweepError, match="cannot connect to the Dask scheduler at foo://x:1"):
         sweep(scenarios / "fc_mnist.yaml", {"hardware.wafers": [1]}, executor="dask", address="foo://x:1")

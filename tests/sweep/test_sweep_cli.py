@@ -2,39 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from wss import sweep_cli
-from wss.sweep import SweepError
+from wss.cli import main
+from wss.cli import sweep as sweep_cli
+from wss.studies.sweep import SweepError
 
 
 def run_cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="wss")
-    sub = ap.add_subparsers(dest="command", required=True)
-    sweep_cli.add_commands(sub)
-    return sweep_cli.run(ap.parse_args(argv))
-
-
-def wss_cli_has_sweep() -> bool:
-    from wss.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(["sweep", "--help"])
-        except SystemExit as exc:
-            return exc.code == 0
-    return False
-
-
-needs_wiring = pytest.mark.skipif(not wss_cli_has_sweep(), reason="wss.cli does not dispatch 'sweep' yet")
+    """``wss sweep ...`` in-process through the real entry point."""
+    return main([str(a) for a in argv])
 
 
 def test_parse_vary_reads_yaml_scalars():
@@ -113,7 +94,6 @@ def test_missing_scenario_exits_2(tmp_path, capsys):
     assert "no such scenario file" in capsys.readouterr().err
 
 
-@needs_wiring
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
 def test_real_entry_point(scenarios, tmp_path, suffix):
     out = tmp_path / f"results.{suffix}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from wss.sweep import sweep
+from wss.studies.sweep import sweep
 
 distributed = pytest.importorskip("distributed")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -36,23 +35,6 @@ def kernel(tmp_path_factory):
         yield KERNEL
 
 
-def numerics_available() -> str | None:
-    """Why the numerics notebook cannot run yet, or None."""
-    if importlib.util.find_spec("wss.numerics") is None:
-        return "wss.numerics is not importable yet"
-    import wss
-
-    try:
-        scenario = wss.load_scenario(NOTEBOOKS.parent / "scenarios" / "fc_mnist.yaml",
-                                     {"numerics.enabled": True, "training.steps": 2})
-        result = wss.simulate(scenario)
-    except Exception as exc:  # noqa: BLE001 - any failure means the feature is not there yet
-        return f"fc-mnist with numerics enabled fails: {type(exc).__name__}: {exc}"
-    if result.numerics is None or len(result.numerics.losses) != 2:
-        return "the result carries no per-step numerics"
-    return None
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_is_committed_without_outputs(name):
     book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -64,8 +46,6 @@ def test_notebook_is_committed_without_outputs(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_top_to_bottom(name, kernel):
-    if name == "training_numerics" and (why := numerics_available()):
-        pytest.skip(why)
     book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
     client = nbclient.NotebookClient(
         book, kernel_name=kernel, timeout=120, resources={"metadata": {"path": str(NOTEBOOKS)}}

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from wss.sweep import add_scaling, sweep
-from wss.sweep_plots import plot_memoryx_bandwidth, plot_scaling, plot_sparsity
+from wss.studies.sweep import add_scaling, sweep
+from wss.views.sweep_plots import plot_memoryx_bandwidth, plot_scaling, plot_sparsity
 
 
 def scaling_frame():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from wss.sweep import METRIC_COLUMNS, SweepError, expand_points, sweep
+from wss.studies.sweep import METRIC_COLUMNS, SweepError, expand_points, sweep
 
 
 def test_cartesian_points_first_key_slowest():

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import wss
-from wss.sweep import scenario_key, sweep
+from wss.studies.sweep import scenario_key, sweep
 
 VARY = {"hardware.wafers": [1, 2, 4], "workload.sparsity": [0.0, 0.5]}
 
@@ -42,7 +42,7 @@ def test_cache_files_are_keyed_by_the_resolved_scenario(base, tmp_path):
 
 def test_another_wss_version_does_not_reuse_points(base, counting_executor, tmp_path, monkeypatch):
     sweep(base, {"hardware.wafers": [1]}, executor="serial", out=tmp_path)
-    monkeypatch.setattr(wss, "__version__", "0.0.0-other")
+    monkeypatch.setattr(wss._version, "__version__", "0.0.0-other")
     again = counting_executor()
     sweep(base, {"hardware.wafers": [1]}, executor=again, out=tmp_path)
     assert again.calls == 1
@@ -120,7 +120,7 @@ def test_unexpected_failures_are_rows_and_not_cached(base, counting_executor, tm
 
 def test_cache_key_follows_the_model_source(base, monkeypatch):
     """A cache made by one version of the model must not answer for another."""
-    module = importlib.import_module("wss.sweep")  # the function wss.sweep shadows the module
+    module = importlib.import_module("wss.studies.sweep")  # the function wss.sweep shadows the module
     scenario = wss.load_scenario(base)
     before = module.scenario_key(scenario)
     assert before == module.scenario_key(scenario)  # deterministic

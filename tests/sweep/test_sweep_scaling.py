@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from wss.sweep import add_scaling, sweep
+from wss.studies.sweep import add_scaling, sweep
 
 
 def frame(rows):
@@ -66,7 +66,7 @@ def test_a_categorical_key_listed_first_is_not_the_speedup_reference(base):
 
 
 def test_a_baseline_that_is_not_varied_fails_before_any_point_runs(base, counting_executor):
-    from wss.sweep import SweepError
+    from wss.studies.sweep import SweepError
 
     ex = counting_executor()
     with pytest.raises(SweepError, match="not a varied key"):

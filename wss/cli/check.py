@@ -1,0 +1,203 @@
+"""The ``wss baseline`` and ``wss check`` commands.
+
+Registered in :mod:`wss.cli.app`.  Exit codes of ``check``: 0 every metric holds (improvements are
+listed but pass); 1 a metric regressed; 2 bad input: a scenario that cannot
+be loaded, a missing, stale or unreadable baseline, or a ``--metric`` that
+matches no metric.  Every scenario is checked even after a failure; the exit
+code is the worst seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import Counter
+from pathlib import Path
+
+from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_error, relabel
+from wss.errors import WssError
+from wss.files import all_or_nothing, ensure_dir
+from wss.model.scenario import load_scenario
+from wss.studies.check import (
+    CheckError,
+    Comparison,
+    MissingBaseline,
+    baseline_from_result,
+    baseline_path,
+    check_scenario,
+    compare,
+    format_table,
+    load_baseline,
+    save_baseline,
+)
+
+__all__ = ["COMMANDS", "add_commands", "run"]
+
+COMMANDS = ("baseline", "check")
+EXIT_REGRESSED = EXIT_FAILED
+DEFAULT_DIR = Path("baselines")
+
+
+def _rtol(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"a relative tolerance is a finite number >= 0, got {text!r}")
+    return value
+
+
+def _metric(text: str) -> tuple[str, float]:
+    name, sep, value = text.rpartition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=RTOL, e.g. step_time_s=0.005, got {text!r}")
+    return name.strip(), _rtol(value)
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``baseline`` and ``check`` to the ``wss`` argparse subparsers."""
+    rec = subparsers.add_parser("baseline", help="record timing baselines: one JSON file per scenario")
+    rec.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    rec.add_argument("-o", "--out", type=Path, default=DEFAULT_DIR, metavar="DIR",
+                     help="folder of baseline files, named after each scenario file (default: baselines/)")
+
+    chk = subparsers.add_parser(
+        "check", help="re-simulate scenarios and compare with their baselines (exit 1 on a regression)"
+    )
+    chk.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    chk.add_argument("--baselines", type=Path, default=DEFAULT_DIR, metavar="DIR",
+                     help="folder of baseline files (default: baselines/)")
+    chk.add_argument("--rtol", type=_rtol, default=0.01, help="relative tolerance of every metric (default: 0.01)")
+    chk.add_argument("--metric", dest="metric_tolerances", action="append", type=_metric, default=[],
+                     metavar="NAME=RTOL",
+                     help="relative tolerance of one metric or a glob of them, e.g. step_time_s=0.005 "
+                          "or 'breakdown_s.*=0.05' (repeatable)")
+    chk.add_argument("--update", action="store_true",
+                     help="re-record the baselines instead of failing (after an intended change)")
+    chk.add_argument("--all", dest="all_rows", action="store_true",
+                     help="show every metric, not only those beyond tolerance")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``wss baseline`` or ``wss check`` from parsed arguments; return the exit code."""
+    clash = _stem_clash(args.scenarios)
+    if clash:
+        raise CheckError(clash)
+    with all_or_nothing(stage=False) as outputs:
+        # check the baselines folder can be written before simulating anything
+        if args.command == "baseline":
+            ensure_dir(args.out)
+        elif args.update:
+            ensure_dir(args.baselines)
+        code = _record(args.scenarios, args.out) if args.command == "baseline" else _check(args)
+        if code != EXIT_OK:
+            outputs.rollback()  # removes a folder made above only if nothing was written in it
+    return code
+
+
+def _stem_clash(paths: list[Path]) -> str | None:
+    stems = Counter(p.stem for p in paths)
+    dup = sorted(s for s, n in stems.items() if n > 1)
+    if dup:
+        return f"several scenarios would share the baseline file {dup[0]}.json; give each a distinct file name"
+    return None
+
+
+def _record(scenarios: list[Path], out: Path) -> int:
+    from wss.model.simulate import simulate
+
+    code = EXIT_OK
+    for path in scenarios:
+        try:
+            result = simulate(load_scenario(path))
+            dest = save_baseline(baseline_from_result(result, path), baseline_path(out, path))
+        except WssError as exc:
+            print_error(relabel(exc, path))
+            code = EXIT_BAD_INPUT
+            continue
+        print(f"wrote {dest} (step {result.step_time_s:.6g} s)")
+    return code
+
+
+def _check(args: argparse.Namespace) -> int:
+    tolerances = dict(args.metric_tolerances)
+    code = EXIT_OK
+    counts: Counter[str] = Counter()
+    comparisons: list[Comparison] = []
+    for path in args.scenarios:
+        try:
+            if args.update:
+                status, comparison = _update(path, args.baselines, args.rtol, tolerances, args.all_rows)
+            else:
+                comparison = check_scenario(path, args.baselines, args.rtol, tolerances)
+                status = "ok" if comparison.ok else "regressed"
+                _report(path, comparison, args.baselines, args.all_rows)
+        except WssError as exc:
+            print_error(relabel(exc, path))
+            status, comparison = "error", None
+        counts[status] += 1
+        code = max(code, {"regressed": EXIT_REGRESSED, "error": EXIT_BAD_INPUT}.get(status, EXIT_OK))
+        if comparison is not None:
+            comparisons.append(comparison)
+    if comparisons:
+        unmatched = set.intersection(*(set(c.unmatched_tolerances) for c in comparisons))
+        for key in sorted(unmatched):
+            print_error(f"--metric {key} matches no metric of the scenarios checked (see the metric names with --all)")
+            code = EXIT_BAD_INPUT
+    if len(args.scenarios) > 1:
+        order = ("updated", "unchanged", "error") if args.update else ("ok", "regressed", "error")
+        print("wss check: " + ", ".join(f"{counts[k]} {'errors' if k == 'error' else k}" for k in order))
+    return code
+
+
+def _report(path: Path, comparison: Comparison, baselines: Path, all_rows: bool) -> None:
+    n = len(comparison.rows)
+    if comparison.regressed:
+        print(f"REGRESSED {path}: {len(comparison.regressed)} of {n} metrics beyond tolerance")
+    elif comparison.improved:
+        print(f"improved  {path}: {len(comparison.improved)} of {n} metrics better than tolerance (not a failure); "
+              f"to make them the baseline, run `wss check {path} --baselines {baselines}/ --update`")
+    elif comparison.notable:
+        print(f"changed   {path}: all {n} metrics within tolerance, but {len(comparison.notable)} changed "
+              f"(not a failure); refresh with `wss check {path} --baselines {baselines}/ --update`")
+    else:
+        print(f"ok        {path}: {n} metrics within tolerance")
+    table = format_table(comparison, all_rows)
+    if table:
+        print(table)
+
+
+def _update(
+    path: Path, baselines: Path, rtol: float, tolerances: dict[str, float], all_rows: bool
+) -> tuple[str, Comparison | None]:
+    """Re-record one baseline; show what moved when the old one was comparable."""
+    from wss.model.simulate import simulate
+
+    result = simulate(load_scenario(path))
+    new = baseline_from_result(result, path)
+    dest = baseline_path(baselines, path)
+    comparison = None
+    try:
+        old = load_baseline(dest, path)
+    except MissingBaseline:
+        note = "new"
+    except CheckError:
+        note = "replaced an unreadable file"
+    else:
+        if old.to_json() == new.to_json():
+            print(f"unchanged {dest}")
+            return "unchanged", None
+        if old.scenario_sha256 != new.scenario_sha256:
+            note = "the scenario had changed"
+        else:
+            comparison = compare(old, result, rtol, tolerances)
+            note = f"{len(comparison.notable)} of {len(comparison.rows)} metrics moved beyond tolerance"
+    save_baseline(new, dest)
+    print(f"updated   {dest} ({note})")
+    if comparison is not None:
+        table = format_table(comparison, all_rows)
+        if table:
+            print(table)
+    return "updated", comparison
+

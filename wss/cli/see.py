@@ -1,0 +1,272 @@
+"""Command-line side of "see the step": ``wss plot``, ``wss report`` and ``wss simulate --trace/--plots/--verdict``.
+
+Registered in :mod:`wss.cli.app` (``plot`` and ``report``); :mod:`wss.cli.simulate` calls:
+
+* :func:`extend_simulate` to add ``--trace``, ``--plots`` and ``--verdict``
+  to ``simulate``; :func:`simulate` to run the scenario (recording spans only
+  when a trace or plots are asked for, with a progress bar on a terminal);
+  and :func:`after_simulate` to write and print what was asked for
+  (:func:`prepare_outputs` checks those outputs before the run,
+  :func:`write_outputs` and :func:`print_verdict` are its two halves).
+
+Bad input (a missing or malformed result file, a step not in the run) raises
+:class:`SeeInputError`, a :class:`~wss.errors.WssError`, so the CLI prints one
+line and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from wss.errors import WssError
+from wss.files import all_or_nothing, ensure_dir, ensure_file_target
+from wss.model.results import Result
+
+__all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "run", "simulate",
+           "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result"]
+
+COMMANDS = ("plot", "report")
+
+
+class SeeInputError(WssError):
+    """A result file that cannot be read, or an option that does not fit the run."""
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``plot`` and ``report`` to the ``wss`` sub-command parsers."""
+    from wss.views.report import SORT_KEYS
+
+    plot = subparsers.add_parser("plot", help="draw a result's timeline, per-kernel time, utilisation and memory")
+    plot.add_argument("result", type=Path, help="result.json written by wss simulate")
+    plot.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
+                      help="folder for the figures (default: plots/ beside RESULT)")
+    plot.add_argument("--step", type=int, default=None, help="step of the timeline (default: the last)")
+    plot.add_argument("--format", dest="formats", action="append", choices=("png", "svg", "pdf"), default=None,
+                      help="file format (repeatable; default: png and svg)")
+    plot.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+    rep = subparsers.add_parser("report", help="per-kernel table of a result (text, CSV) and a bottleneck verdict")
+    rep.add_argument("result", type=Path, help="result.json written by wss simulate")
+    rep.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every row as CSV")
+    rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
+    rep.add_argument("--sort", choices=SORT_KEYS, default="time",
+                     help="row order: time (default), duration (longest first), stall (most exposed stall first)")
+    rep.add_argument("--verdict", action="store_true",
+                     help="say what bounds the step and re-simulate to find the change that helps most")
+    rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def extend_simulate(parser: argparse.ArgumentParser) -> None:
+    """Add ``--trace [FILE]``, ``--plots [DIR]`` and ``--verdict`` to ``wss simulate``."""
+    parser.add_argument("--trace", nargs="?", const="", default=None, metavar="FILE",
+                        help="write a Chrome/Perfetto trace (default OUTDIR/trace.json; a .gz name is compressed)")
+    parser.add_argument("--plots", nargs="?", const="", default=None, metavar="DIR",
+                        help="write timeline, kernel, utilisation and memory figures (default OUTDIR/plots)")
+    parser.add_argument("--verdict", action="store_true",
+                        help="name the bottleneck and re-simulate with each candidate part doubled")
+
+
+def load_result(path: Path) -> Result:
+    """Read a result.json, turning every way it can fail into :class:`SeeInputError`."""
+    try:
+        return Result.load(path)
+    except FileNotFoundError:
+        raise SeeInputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SeeInputError(f"{path}: cannot read: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "<top level>"
+        raise SeeInputError(f"{path}: not a wss result ({exc.error_count()} problems; first: {where}: "
+                            f"{first['msg']})") from None
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run ``wss plot`` or ``wss report``; return the exit code."""
+    out = out if out is not None else sys.stdout
+    if args.command == "plot":
+        return _plot(args, out)
+    if args.command == "report":
+        return _report(args, out)
+    raise ValueError(f"not a see command: {args.command}")
+
+
+def _check_step(result: Result, step: int | None) -> None:
+    if step is not None and not 0 <= step < len(result.steps):
+        raise SeeInputError(f"--step {step}: the run has steps 0..{len(result.steps) - 1}")
+
+
+def _plot(args: argparse.Namespace, out: TextIO) -> int:
+    from wss.views.plots import plot_all
+
+    result = load_result(args.result)
+    _check_step(result, args.step)
+    outdir = args.out if args.out is not None else args.result.parent / "plots"
+    with all_or_nothing():  # every figure or none
+        ensure_dir(outdir)
+        paths = plot_all(result, outdir, step=args.step, formats=tuple(args.formats or ("png", "svg")))
+    if not args.quiet:
+        for p in paths:
+            print(f"wrote {p}", file=out)
+    return 0
+
+
+def _report(args: argparse.Namespace, out: TextIO) -> int:
+    from wss.views.report import format_table, kernel_table, sort_rows, write_csv
+
+    if args.limit < 0:
+        raise SeeInputError(f"--limit {args.limit}: must be 0 (all rows) or more")
+    result = load_result(args.result)
+    rows = kernel_table(result)
+    if args.csv is not None:
+        with all_or_nothing():  # a bad --csv path fails before anything is printed, and makes no folder
+            ensure_file_target(args.csv)
+            path = write_csv(args.csv, rows)
+    if not args.quiet:
+        print(format_table(sort_rows(rows, args.sort), limit=args.limit), file=out)
+        if args.csv is not None:
+            print(f"wrote {path}", file=out)
+    if args.verdict:
+        _print_verdict(result, args, out)
+    return 0
+
+
+def _print_verdict(result: Result, args: argparse.Namespace, out: TextIO) -> None:
+    from wss.studies.verdict import verdict
+    from wss.views.progress import progress_bar
+
+    with progress_bar("verdict", quiet=args.quiet) as bar:
+        v = verdict(result, progress=bar)
+    if not args.quiet:
+        print(v.format(), file=out)
+
+
+def wants_cluster(args: argparse.Namespace) -> bool:
+    """Whether the run must record spans (a trace or plots were asked for)."""
+    return getattr(args, "trace", None) is not None or getattr(args, "plots", None) is not None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A run with every span kept: the Result and Cluster of one ``simulate_detailed(record=True)`` call.
+
+    Recording simulates every micro-batch (no folding), so its Result can
+    differ from :func:`wss.simulate`'s in the last digits and in
+    ``sim_events``; traces and plots use this pair, ``result.json`` the
+    canonical Result.
+    """
+
+    result: Result
+    cluster: Any
+
+
+def _folds(scenario: Any) -> bool:
+    """Whether wss.simulate would fold micro-batches (then a recorded run is not byte-identical)."""
+    from wss.model.plan import make_plan
+
+    return bool(getattr(make_plan(scenario), "fold_copies", 0))
+
+
+def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded | None]:
+    """Simulate for ``wss simulate``; return the canonical Result and, if needed, a recorded run.
+
+    The Result is always ``wss.simulate(scenario)``'s, so ``result.json`` does
+    not depend on ``--trace``/``--plots``.  When those are asked for, a run
+    with recording is made too (it is the only run when the scenario does not
+    fold micro-batches, since the two Results are then identical).  A
+    progress bar is drawn on a terminal if the core's ``simulate_detailed``
+    takes a ``progress`` callback.
+    """
+    from wss.model.simulate import simulate_detailed
+    from wss.views.progress import progress_bar
+
+    quiet = getattr(args, "quiet", False)
+    takes_progress = "progress" in inspect.signature(simulate_detailed).parameters
+
+    def run(record: bool, label: str) -> tuple[Result, Any]:
+        with progress_bar(label, quiet=quiet) as bar:
+            kwargs: dict[str, Any] = {"record": record}
+            if takes_progress:
+                kwargs["progress"] = bar
+            return simulate_detailed(scenario, **kwargs)
+
+    if not wants_cluster(args):
+        return run(False, "simulate")[0], None
+    recorded = Recorded(*run(True, "simulate (recording spans)"))
+    result = run(False, "simulate")[0] if _folds(scenario) else recorded.result
+    return result, recorded
+
+
+def _trace_path(args: argparse.Namespace, base: Path) -> Path | None:
+    trace = getattr(args, "trace", None)
+    return None if trace is None else Path(trace) if trace else base / "trace.json"
+
+
+def _plots_dir(args: argparse.Namespace, base: Path) -> Path | None:
+    plots = getattr(args, "plots", None)
+    return None if plots is None else Path(plots) if plots else base / "plots"
+
+
+def prepare_outputs(args: argparse.Namespace, outdir: Path | None = None) -> None:
+    """Check, before simulating, that the trace and plots ``args`` ask for can be written.
+
+    Makes the folders they need and raises :class:`~wss.files.OutputError`
+    (a :class:`~wss.errors.WssError`) naming the path if one cannot be
+    written.  Run it inside :func:`wss.files.all_or_nothing` so the folders
+    go again if the run fails.
+    """
+    base = outdir if outdir is not None else Path(".")
+    trace = _trace_path(args, base)
+    if trace is not None:
+        ensure_file_target(trace)
+    plots = _plots_dir(args, base)
+    if plots is not None:
+        ensure_dir(plots)
+
+
+def write_outputs(args: argparse.Namespace, result: Result, recorded: Recorded | None = None,
+                  outdir: Path | None = None, out: TextIO | None = None) -> None:
+    """Write the trace and plots that ``args`` ask for and say so on ``out`` (the first half of after_simulate)."""
+    out = out if out is not None else sys.stdout
+    base = outdir if outdir is not None else Path(".")
+    quiet = getattr(args, "quiet", False)
+    view, cluster = (recorded.result, recorded.cluster) if recorded is not None else (result, None)
+    trace = _trace_path(args, base)
+    if trace is not None:
+        from wss.views.trace import write_trace
+
+        path = write_trace(trace, view, cluster)
+        if not quiet:
+            print(f"  wrote        {path}  (open in https://ui.perfetto.dev or chrome://tracing)", file=out)
+    plots = _plots_dir(args, base)
+    if plots is not None:
+        from wss.views.plots import plot_all
+
+        paths = plot_all(view, plots, cluster)
+        if not quiet:
+            print(f"  wrote        {len(paths)} figures in {paths[0].parent}", file=out)
+
+
+def print_verdict(args: argparse.Namespace, result: Result, out: TextIO | None = None) -> None:
+    """Print the verdict if ``args`` ask for it (the second half of after_simulate)."""
+    if getattr(args, "verdict", False):
+        _print_verdict(result, args, out if out is not None else sys.stdout)
+
+
+def after_simulate(args: argparse.Namespace, result: Result, recorded: Recorded | None = None,
+                   outdir: Path | None = None, out: TextIO | None = None) -> int:
+    """Write the trace and plots and print the verdict that ``args`` ask for; return 0.
+
+    ``recorded`` is the second value of :func:`simulate`; ``outdir`` is where
+    ``result.json`` went, and bare ``--trace``/``--plots`` write into it.
+    """
+    write_outputs(args, result, recorded, outdir=outdir, out=out)
+    print_verdict(args, result, out)
+    return 0

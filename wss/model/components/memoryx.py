@@ -1,0 +1,163 @@
+"""MemoryX: weight and optimizer-state store, streaming weights out and taking gradients in.
+
+Three processes:
+
+* ``prefetch`` walks the stream order and reads chunks of flash-resident
+  kernels from flash into a bounded DRAM staging area ahead of use (the
+  access order is known, seed 000/004);
+* ``stream`` walks the streamed passes in program order, waits where a pass
+  depends on the previous step's update (the iteration boundary) or on a
+  prefetch, reads each chunk from DRAM and sends it to SwarmX: per chunk
+  ``max(bytes read / DRAM bandwidth, bytes sent / network bandwidth)`` with
+  all shards in parallel;
+* ``receive`` takes summed gradient chunks and, once a kernel pass is
+  complete, hands an accumulation or update job to the optimizer.
+
+Shards hold an even slice of every kernel, so they are folded into one
+stream at their aggregate bandwidth.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from wss.model.components.links import Chunk
+from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
+from wss.model.plan import Plan
+from wss.model.program import Pass
+
+__all__ = ["MemoryX"]
+
+
+class MemoryX:
+    """Folded MemoryX shards."""
+
+    def __init__(self, env: simpy.Environment, plan: Plan, program: list[Pass], optimizer: OptimizerCoprocessor,
+                 flash_channel: simpy.Resource, latency_s: float):
+        mx = plan.scenario.hardware.memoryx
+        self.env = env
+        self.plan = plan
+        self.program = program
+        self.streamed = [p for p in program if p.streamed]
+        self.optimizer = optimizer
+        self.flash_channel = flash_channel
+        self.latency_s = latency_s
+        self.dram_Bps = mx.shards * mx.dram_bandwidth_Bps
+        self.net_Bps = mx.shards * mx.network_bandwidth_Bps
+        self.flash_read_Bps = mx.shards * mx.flash_read_bandwidth_Bps
+        self.out: simpy.Store | None = None
+        self.grad_inbox = simpy.Store(env)
+        self.staging = (
+            simpy.Container(env, capacity=plan.staging_bytes, init=plan.staging_bytes) if plan.staging_bytes else None
+        )
+        self.prefetched: dict[tuple[int, int], simpy.Event] = {}
+        self.stream_busy_s = 0.0
+        self.flash_busy_s = 0.0
+        self.bytes_out = 0.0
+        self.bytes_in = 0.0
+        self.bytes_read = 0.0
+        self.flash_bytes_read = 0.0
+        self.stream_start: dict[int, float] = {}
+        #: (start, end, pass_index, bytes) spans of streaming and of flash prefetch, when recording.
+        self.stream_spans: list[tuple[float, float, int, float]] | None = None
+        self.prefetch_spans: list[tuple[float, float, int, float]] | None = None
+
+    def record(self) -> None:
+        self.stream_spans, self.prefetch_spans = [], []
+
+    def connect(self, out: simpy.Store) -> None:
+        self.out = out
+
+    def _prefetch_event(self, key: tuple[int, int]) -> simpy.Event:
+        if key not in self.prefetched:
+            self.prefetched[key] = self.env.event()
+        return self.prefetched[key]
+
+    def _staged(self, read_bytes: float) -> float:
+        assert self.staging is not None
+        return min(read_bytes, self.staging.capacity)
+
+    def prefetch(self):
+        """Process: read flash-resident chunks into DRAM staging, in stream order."""
+        env = self.env
+        for p in self.streamed:
+            kp = self.plan.kernels[p.kernel]
+            if kp.tier != "flash":
+                continue
+            if p.waits_for_update:  # never read weights the optimizer is still updating
+                yield self.optimizer.done_event(kp.state_owner, p.step - 1)
+            per_chunk = kp.read_bytes / kp.n_chunks
+            for c in range(kp.n_chunks):
+                yield self.staging.get(self._staged(per_chunk))
+                with self.flash_channel.request() as req:
+                    yield req
+                    dt = per_chunk / self.flash_read_Bps
+                    yield env.timeout(dt)
+                    self.flash_busy_s += dt
+                    self.flash_bytes_read += per_chunk
+                    if self.prefetch_spans is not None:
+                        self.prefetch_spans.append((env.now - dt, env.now, p.index, per_chunk))
+                self._prefetch_event((p.index, c)).succeed()
+
+    def stream(self):
+        """Process: send every streamed pass's chunks down, in program order."""
+        env, out = self.env, self.out
+        assert out is not None
+        for p in self.streamed:
+            kp = self.plan.kernels[p.kernel]
+            n = kp.n_chunks
+            cause, cause_wait, queued = "stream", 0.0, 0.0
+            if p.waits_for_update:
+                done = self.optimizer.done_event(kp.state_owner, p.step - 1)
+                if not done.triggered:
+                    t0 = env.now
+                    yield done
+                    cause, cause_wait = "update", env.now - t0
+                    job = next(
+                        j for j in reversed(self.optimizer.jobs) if j.kernel == kp.state_owner and j.kind == "update"
+                    )
+                    queued = job.queued_s
+            self.stream_start[p.index] = env.now
+            bytes_c = kp.stream_bytes / n
+            read_c = kp.read_bytes / n
+            for c in range(n):
+                if kp.tier == "flash":
+                    ev = self._prefetch_event((p.index, c))
+                    if not ev.triggered:
+                        t0 = env.now
+                        yield ev
+                        if cause == "stream":
+                            cause, cause_wait = "flash", env.now - t0
+                dt = max(read_c / self.dram_Bps, bytes_c / self.net_Bps)
+                yield env.timeout(dt)
+                self.stream_busy_s += dt
+                self.bytes_out += bytes_c
+                if self.stream_spans is not None:
+                    self.stream_spans.append((env.now - dt, env.now, p.index, bytes_c))
+                self.bytes_read += read_c
+                if kp.tier == "flash":
+                    yield self.staging.put(self._staged(read_c))
+                chunk = Chunk(p.index, c, n, bytes_c, cause, cause_wait, queued, env.now + self.latency_s)
+                cause, cause_wait, queued = "stream", 0.0, 0.0
+                yield out.put(chunk)
+
+    def receive(self):
+        """Process: collect summed gradient chunks; hand complete kernels to the optimizer."""
+        env = self.env
+        n_mb = len(self.plan.micro_batches)
+        while True:
+            g = yield self.grad_inbox.get()
+            if g.ready_at > env.now:
+                yield env.timeout(g.ready_at - env.now)
+            self.bytes_in += g.bytes
+            if not g.last:
+                continue
+            p = self.program[g.pass_index]
+            kp = self.plan.kernels[p.kernel]
+            # A tied kernel's gradient adds into its owner's accumulator; the owner's last one updates.
+            kind = "update" if p.micro_batch == n_mb - 1 and kp.owns_state else "accumulate"
+            first = p.micro_batch == 0 and not self.plan.shares_accumulator(p.kernel)
+            accumulated = n_mb > 1 or self.plan.shares_accumulator(p.kernel)
+            self.optimizer.submit(
+                UpdateJob(p.kernel, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now), first, accumulated
+            )

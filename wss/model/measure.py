@@ -1,0 +1,308 @@
+"""Turn a finished :class:`~wss.model.cluster.Cluster` into a :class:`~wss.model.results.Result`."""
+
+from __future__ import annotations
+
+from wss.model.cluster import Cluster
+from wss.model.results import (
+    BREAKDOWN_CATEGORIES,
+    FlopsSummary,
+    KernelRecord,
+    LinkBytes,
+    MemoryFootprint,
+    NumericsSummary,
+    Result,
+    StepRecord,
+    bound_category,
+    paced_by,
+    pass_pacing,
+)
+from wss.model.workload import StreamedKernel, WaferOp
+
+__all__ = ["measure"]
+
+
+def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
+    plan = cluster.plan
+    s = plan.scenario
+    hw = s.hardware
+    n_steps = s.training.steps
+    opt = cluster.optimizer
+
+    fold = cluster.fold
+
+    def shift(step: int, micro_batch: int) -> float:
+        return fold.shift_of(step, micro_batch) if fold is not None else 0.0
+
+    last_mb = len(plan.micro_batches) - 1
+
+    ends_sim = []
+    for step in range(n_steps):
+        ends_sim.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
+    total_sim = ends_sim[-1]
+    ends = [e + shift(step, last_mb) for step, e in enumerate(ends_sim)]
+    total = ends[-1]
+    starts = [0.0] + ends[:-1]
+
+    # Split each step window (simulated axis) by the wafer's timeline, and the tail after the wafer's last pass.
+    timeline = list(cluster.wafer.timeline)
+    last_wafer = timeline[-1][1] if timeline else 0.0
+    if total_sim > last_wafer:
+        last_job = max((j for j in opt.jobs if j.kind == "update" and j.step == n_steps - 1), key=lambda j: j.end)
+        q = min(max(last_job.queued_s, 0.0), total_sim - last_wafer)
+        timeline.append((last_wafer, last_wafer + q, "optimizer", -1))
+        timeline.append((last_wafer + q, total_sim, "bubble", -1))
+    breakdowns = [dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0) for _ in range(n_steps)]
+    w = 0
+    for a, b, cause, _ in timeline:
+        while w < n_steps and a >= ends_sim[w]:
+            w += 1
+        k = w
+        while a < b and k < n_steps:
+            cut = min(b, ends_sim[k])
+            if cut > a:
+                breakdowns[k][cause] += cut - a
+            a = cut
+            k += 1
+    if fold is not None:  # the repeated micro-batches of each step
+        for k, step_fold in enumerate(fold.steps):
+            for cause, v in step_fold.breakdown.items():
+                breakdowns[k][cause] += fold.copies * v
+
+    latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
+    steps = []
+    for i in range(n_steps):
+        loss_times = [t + shift(st, mb) for (st, mb), t in cluster.wafer.loss_times.items() if st == i]
+        steps.append(
+            StepRecord(
+                step=i,
+                start_s=starts[i],
+                end_s=ends[i],
+                time_s=ends[i] - starts[i],
+                breakdown_s=breakdowns[i],
+                loss_at_user_s=(max(loss_times) + latency_up) if loss_times else None,
+                loss=numerics.losses[i] if numerics and i < len(numerics.losses) else None,
+                accuracy=numerics.accuracies[i] if numerics and i < len(numerics.accuracies) else None,
+            )
+        )
+    step_time = total / n_steps
+    mean_breakdown = {c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES}
+
+    samples = s.training.global_batch
+    tokens = samples * plan.tokens_per_sample
+    flops = _flops(cluster, tokens, step_time)
+
+    utilisation = {
+        name: cluster.total(name) / total
+        for name in ("wafer.compute", "memoryx.stream", "memoryx.optimizer", "memoryx.flash", "inputs")
+    }
+    for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
+        utilisation[link.name] = cluster.total(link.name) / total
+
+    records, pass_paces = _records(cluster, shift)
+    pacing = _pacing(records, pass_paces, fold, n_steps, [(a, b, c) for a, b, c, p in timeline if p == -1])
+    result = Result(
+        wss_version=version,
+        scenario=s,
+        step_time_s=step_time,
+        total_time_s=total,
+        samples_per_s=samples / step_time,
+        tokens_per_s=tokens / step_time,
+        steps=steps,
+        flops=flops,
+        breakdown_s=mean_breakdown,
+        pacing_s=pacing,
+        bound_by=bound_category(pacing),
+        utilisation=utilisation,
+        link_bytes=_link_bytes(cluster),
+        weight_crossings_per_micro_batch=_crossings(cluster),
+        phase_s=_phase_seconds(records, fold, n_steps),
+        memory=_memory(plan),
+        cluster={
+            "wafers": hw.wafers,
+            "tree_levels": cluster.swarmx.levels,
+            "nodes_per_level": list(cluster.swarmx.nodes_per_level),
+            "samples_per_wafer_max": max(plan.wafer_samples),
+            "samples_per_wafer_min": min(plan.wafer_samples),
+            "kernels": len(plan.kernels),
+            "params": plan.params,
+            "nonzero_params": plan.nnz,
+            "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
+            "micro_batches_simulated": len(plan.simulated_micro_batches),
+        },
+        numerics=numerics,
+        sim_events=cluster.events,
+        records=records,
+    )
+    return result
+
+
+def _copies(r: KernelRecord, fold) -> int:
+    """How many micro-batches a record stands for (a folded run copies one micro-batch)."""
+    return 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
+
+
+def _pacing(
+    records: list[KernelRecord], pass_paces: list[dict[str, float]], fold, steps: int, tail: list[tuple[float, float, str]]
+) -> dict[str, float]:
+    """Mean seconds per step by what paced it: each wafer pass's split, then the run's tail by its cause."""
+    out = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
+    for r, pace in zip(records, pass_paces):  # the wafer records come first, one per pass
+        for c, v in pace.items():
+            out[c] += _copies(r, fold) * v
+    for a, b, cause in tail:
+        out[cause] += b - a
+    return {c: v / steps for c, v in out.items()}
+
+
+def _phase_seconds(records: list[KernelRecord], fold, steps: int) -> dict[str, float]:
+    """Mean time per step in each phase; a folded run's copied micro-batch counts once per copy too."""
+    out: dict[str, float] = {}
+    for r in records:
+        key = f"{r.where}.{r.phase}"
+        out[key] = out.get(key, 0.0) + _copies(r, fold) * (r.end_s - r.start_s) / steps
+    return dict(sorted(out.items()))
+
+
+def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
+    plan = cluster.plan
+    hw = plan.scenario.hardware
+    dense = executed = 0.0
+    recompute_blocks = plan.checkpointing == "blocks"
+    for op in plan.ops:
+        if isinstance(op, StreamedKernel):
+            if op.kind == "embedding":
+                continue
+            d = op.dense_flops_per_token() * tokens
+            e = 2.0 * _nnz(plan, op) * tokens
+            dense += 3 * d
+            executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
+        else:
+            assert isinstance(op, WaferOp)
+            f = op.flops_per_token * tokens
+            dense += f * (1 + op.backward_factor)
+            executed += f * (1 + op.backward_factor) + (f if recompute_blocks and op.block is not None else 0.0)
+    peak = hw.wafers * hw.wafer.peak_flops
+    return FlopsSummary(
+        dense_equivalent_per_step=dense,
+        executed_per_step=executed,
+        achieved_dense_equivalent_flops=dense / step_time,
+        achieved_executed_flops=executed / step_time,
+        peak_flops=peak,
+        fraction_of_peak=executed / step_time / peak,
+        dense_equivalent_fraction_of_peak=dense / step_time / peak,
+    )
+
+
+def _nnz(plan, op: StreamedKernel) -> int:
+    for k in plan.kernels:
+        if k.kernel is op:
+            return k.nnz
+    raise KeyError(op.name)
+
+
+def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
+    plan = cluster.plan
+    hw = plan.scenario.hardware
+    steps = plan.scenario.training.steps
+    n = hw.wafers
+    sx = cluster.swarmx
+    out: dict[str, LinkBytes] = {}
+
+    def add(name: str, links: int, per_link: float) -> None:
+        out[name] = LinkBytes(links=links, per_link_bytes=per_link / steps, total_bytes=per_link * links / steps)
+
+    shards = hw.memoryx.shards
+    add("memoryx->swarmx", shards, cluster.total("memoryx.bytes_out") / shards)
+    for i, link in enumerate(sx.down):
+        level = i + 1
+        target = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
+        add(f"swarmx.l{level}->{target}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
+    for link in sx.up:
+        level = int(link.name.rsplit("l", 1)[1])
+        source = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
+        add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
+    add("swarmx->memoryx", shards, cluster.total(cluster.memoryx_in.name + ".bytes") / shards)
+    add("inputs->wafer", n, cluster.total("inputs.bytes"))
+    return out
+
+
+def _crossings(cluster: Cluster) -> float:
+    """Weight bytes into one wafer per step over one full streamed copy of the weights, per micro-batch."""
+    plan = cluster.plan
+    one_copy = sum(k.stream_bytes for k in plan.kernels)
+    per_step = cluster.total(cluster.swarmx.down[-1].name + ".bytes") / plan.scenario.training.steps
+    return per_step / one_copy / len(plan.micro_batches)
+
+
+def _memory(plan) -> MemoryFootprint:
+    s = plan.scenario
+    mx = s.hardware.memoryx
+    return MemoryFootprint(
+        memoryx_state_bytes=plan.memoryx_state_bytes,
+        memoryx_dram_bytes=plan.memoryx_dram_bytes,
+        memoryx_flash_bytes=plan.memoryx_flash_bytes,
+        memoryx_dram_capacity_bytes=mx.dram_total_bytes,
+        memoryx_flash_capacity_bytes=mx.flash_total_bytes,
+        memoryx_staging_bytes=plan.staging_bytes,
+        wafer_sram_activation_bytes=plan.sram_bytes_needed,
+        wafer_sram_available_bytes=plan.sram_bytes_available,
+        wafer_sram_total_bytes=float(s.hardware.wafer.sram_bytes),
+        micro_batch=max(plan.micro_batches),
+        micro_batches=len(plan.micro_batches),
+        activation_checkpointing=plan.checkpointing,
+    )
+
+
+def _records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
+    """Kernel records (wafer passes, then MemoryX jobs) and each wafer pass's pacing split."""
+    plan = cluster.plan
+    recs: list[KernelRecord] = []
+    paces: list[dict[str, float]] = []
+    for p, t in zip(cluster.program, cluster.wafer.passes):
+        op = plan.ops[p.op]
+        pace = pass_pacing(t.compute_s, t.stall_by)
+        paces.append(pace)
+        bound = paced_by(pace)
+        recs.append(
+            KernelRecord(
+                step=p.step,
+                micro_batch=p.micro_batch,
+                name=op.name,
+                layer=op.layer,
+                phase=p.phase,
+                where="wafer",
+                start_s=t.start + shift(p.step, p.micro_batch),
+                end_s=t.end + shift(p.step, p.micro_batch),
+                bytes_in=t.bytes_in,
+                bytes_out=t.bytes_out,
+                cycles=t.cycles,
+                bound_by=bound,
+                exposed_stall_s=t.stall_s,
+            )
+        )
+    opt = cluster.optimizer
+    for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
+        kp = plan.kernels[j.kernel]
+        if j.tier == "dram":
+            mem = (j.read_bytes + j.write_bytes) / opt.dram_Bps
+            bound = "memoryx_dram" if mem >= j.flops / opt.flops_rate else "optimizer_flops"
+        else:
+            bound = "memoryx_flash"
+        recs.append(
+            KernelRecord(
+                step=j.step,
+                micro_batch=j.micro_batch,
+                name=kp.kernel.name,
+                layer=kp.kernel.layer,
+                phase=j.kind,
+                where="memoryx",
+                start_s=j.start + shift(j.step, j.micro_batch),
+                end_s=j.end + shift(j.step, j.micro_batch),
+                bytes_in=j.read_bytes,
+                bytes_out=j.write_bytes,
+                cycles=0.0,
+                bound_by=bound,
+                exposed_stall_s=max(j.queued_s, 0.0),
+            )
+        )
+    return recs, paces

@@ -1,0 +1,72 @@
+"""The layer-by-layer schedule as a flat list of passes.
+
+For every step and micro-batch: forward over the operations 1..L, then
+backward L..1 (the loss is the last forward operation).  With block
+checkpointing, the backward of a transformer block is preceded by a
+recompute of its forward.  The same list drives MemoryX (which streams the
+streamed passes in this order) and the wafer (which executes all of them in
+this order), so both agree on what comes next without talking.
+
+Only the forward pass of a kernel in micro-batch 0 of step ``s > 0`` waits
+for the kernel's update from step ``s - 1``: later micro-batches and the
+backward pass use the same (not yet updated) weights.  That wait is the
+iteration-boundary bubble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wss.model.plan import Plan
+from wss.model.workload import StreamedKernel
+
+__all__ = ["Pass", "build_program"]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One operation executed once: a kernel or wafer op, in one phase of one micro-batch."""
+
+    index: int
+    step: int
+    micro_batch: int
+    op: int
+    phase: str  # "forward", "recompute" or "backward"
+    kernel: int | None
+    streamed: bool
+    waits_for_update: bool
+    tokens: int
+
+
+def build_program(plan: Plan) -> list[Pass]:
+    """Every pass of the run, in execution order."""
+    ops = plan.ops
+    retain = plan.scenario.training.retain_output_layer
+    blocks: dict[int, list[int]] = {}
+    for pos, op in enumerate(ops):
+        if op.block is not None:
+            blocks.setdefault(op.block, []).append(pos)
+    recompute = plan.checkpointing == "blocks"
+    out: list[Pass] = []
+
+    def add(step: int, mb: int, pos: int, phase: str, tokens: int) -> None:
+        op = ops[pos]
+        kernel = plan.kernel_of_op.get(pos)
+        streamed = isinstance(op, StreamedKernel) and not (phase == "backward" and retain and op.is_output)
+        waits = kernel is not None and phase == "forward" and mb == 0 and step > 0
+        out.append(Pass(len(out), step, mb, pos, phase, kernel, streamed, waits, tokens))
+
+    for step in range(plan.scenario.training.steps):
+        for mb in plan.simulated_micro_batches:
+            tokens = plan.micro_batches[mb] * plan.tokens_per_sample
+            for pos in range(len(ops)):
+                add(step, mb, pos, "forward", tokens)
+            seen: set[int] = set()
+            for pos in range(len(ops) - 1, -1, -1):
+                b = ops[pos].block
+                if recompute and b is not None and b not in seen:
+                    seen.add(b)
+                    for rpos in blocks[b]:
+                        add(step, mb, rpos, "recompute", tokens)
+                add(step, mb, pos, "backward", tokens)
+    return out

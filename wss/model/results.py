@@ -1,0 +1,228 @@
+"""Result: what a simulation found, as data.
+
+A :class:`Result` is a pydantic model holding the resolved scenario, per-step
+times, throughput, FLOPs, the breakdown of step time, utilisation, bytes per
+link class, memory footprints and one record per kernel pass and update.
+``Result.to_records()`` gives plain dicts (a DataFrame is one call away).
+Results are deterministic: the same scenario gives byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from wss.files import atomic_write_text
+from wss.model.scenario import Scenario
+
+__all__ = [
+    "Result",
+    "StepRecord",
+    "KernelRecord",
+    "LinkBytes",
+    "MemoryFootprint",
+    "FlopsSummary",
+    "NumericsSummary",
+    "BREAKDOWN_CATEGORIES",
+    "PACING_TOLERANCE",
+    "RATE_CAUSES",
+    "pass_pacing",
+    "paced_by",
+    "bound_category",
+]
+
+#: How the time of a step is split (see wss.model.components.wafer).
+BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input")
+
+#: A pass whose waits for the weight path stay under this fraction of its time is paced by its
+#: compute: such waits are latency, not a rate limit.  A classification threshold, not a hardware figure.
+PACING_TOLERANCE = 0.01
+
+
+#: Waits for a rate: the weight path could not deliver (or take) chunks as fast as the wafer
+#: computed.  The other causes (bubble, optimizer, input) are events the pass waited for once.
+RATE_CAUSES = ("stream", "flash")
+
+
+def pass_pacing(compute_s: float, stall_by: dict[str, float]) -> dict[str, float]:
+    """Split one wafer pass's time by what paced it.
+
+    The breakdown counts a pass's compute and its waits apart; what *paced* it is another
+    question.  A pass that computes 54% of its time and waits for weights the other 46% is paced
+    by the stream: a faster clock would only lengthen the waits.  So:
+
+    * waits for an event (the previous step's update, the optimizer's queue, the input: the
+      causes not in :data:`RATE_CAUSES`) count as they are, to their causes;
+    * the rest of the pass (its compute and its waits for the weight path) counts whole to the
+      rate cause with most of those waits if they exceed :data:`PACING_TOLERANCE` of it, and
+      otherwise as it was spent.
+
+    The parts sum to the pass's time.
+    """
+    out = {c: v for c, v in stall_by.items() if c not in RATE_CAUSES and v > 0}
+    rate = {c: v for c, v in stall_by.items() if c in RATE_CAUSES and v > 0}
+    span = compute_s + sum(rate.values())
+    if sum(rate.values()) > PACING_TOLERANCE * span:
+        rate = {max(sorted(rate), key=lambda c: rate[c]): span}
+    elif compute_s > 0:
+        rate["compute"] = compute_s
+    for c, v in rate.items():
+        out[c] = out.get(c, 0.0) + v
+    return out
+
+
+def paced_by(pacing: dict[str, float]) -> str:
+    """The category with the largest part of one pass's :func:`pass_pacing` (``compute`` if empty)."""
+    return bound_category(pacing) if pacing else "compute"
+
+
+def bound_category(pacing_s: dict[str, float]) -> str:
+    """The category pacing most of the step (ties go to the earlier of :data:`BREAKDOWN_CATEGORIES`)."""
+    return max(BREAKDOWN_CATEGORIES, key=lambda c: (pacing_s.get(c, 0.0), -BREAKDOWN_CATEGORIES.index(c)))
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StepRecord(_Data):
+    """One training step: from the end of the previous step's last update to the end of its own."""
+
+    step: int
+    start_s: float
+    end_s: float
+    time_s: float
+    breakdown_s: dict[str, float] = Field(description="Step time split by what the wafer was doing or waiting for.")
+    loss_at_user_s: float | None = Field(None, description="When the step's loss reached the user node.")
+    loss: float | None = None
+    accuracy: float | None = None
+
+
+class KernelRecord(_Data):
+    """One pass of one operation on the wafer, or one MemoryX update."""
+
+    step: int
+    micro_batch: int
+    name: str
+    layer: str
+    phase: str = Field(description="forward, recompute, backward, accumulate or update")
+    where: str = Field(description="wafer or memoryx")
+    start_s: float
+    end_s: float
+    bytes_in: float
+    bytes_out: float
+    cycles: float
+    bound_by: str
+    exposed_stall_s: float
+
+
+class LinkBytes(_Data):
+    """Bytes over one class of link in one step."""
+
+    links: int
+    per_link_bytes: float
+    total_bytes: float
+
+
+class MemoryFootprint(_Data):
+    memoryx_state_bytes: float
+    memoryx_dram_bytes: float
+    memoryx_flash_bytes: float
+    memoryx_dram_capacity_bytes: float
+    memoryx_flash_capacity_bytes: float
+    memoryx_staging_bytes: float
+    wafer_sram_activation_bytes: float
+    wafer_sram_available_bytes: float
+    wafer_sram_total_bytes: float
+    micro_batch: int
+    micro_batches: int
+    activation_checkpointing: str
+
+
+class FlopsSummary(_Data):
+    dense_equivalent_per_step: float = Field(description="FLOPs of the model as if dense, without recompute.")
+    executed_per_step: float = Field(description="FLOPs the wafers execute (non-zeros only, recompute included).")
+    achieved_dense_equivalent_flops: float
+    achieved_executed_flops: float
+    peak_flops: float = Field(description="Cluster dense peak: wafers x cores x SIMD x 2 x clock.")
+    fraction_of_peak: float = Field(
+        description="Executed FLOP/s over peak: how busy the wafers' arithmetic is (at most 1)."
+    )
+    dense_equivalent_fraction_of_peak: float = Field(
+        description="Dense-equivalent FLOP/s over peak (model FLOPs utilisation); above 1 when sparsity "
+        "skips more work than the step's stalls cost."
+    )
+
+
+class NumericsSummary(_Data):
+    """Per-step results of the real training run (``numerics.enabled``)."""
+
+    losses: list[float | None] = Field(
+        description="Mean loss of each step over the global batch; None where it was not finite (diverged)."
+    )
+    accuracies: list[float | None] = Field(description="Accuracy of each step where it applies; None if not finite.")
+
+    @field_validator("losses", "accuracies", mode="before")
+    @classmethod
+    def _finite_or_none(cls, values: Any) -> Any:
+        """NaN and infinities become None: JSON has no NaN, and a Result must read back as written."""
+        if isinstance(values, list | tuple):
+            return [None if isinstance(v, numbers.Real) and not math.isfinite(v) else v for v in values]
+        return values
+
+
+class Result(_Data):
+    """Everything one simulation measured."""
+
+    wss_version: str
+    scenario: Scenario
+    step_time_s: float = Field(description="Mean time per step.")
+    total_time_s: float
+    samples_per_s: float
+    tokens_per_s: float
+    steps: list[StepRecord]
+    flops: FlopsSummary
+    breakdown_s: dict[str, float] = Field(
+        description="Mean seconds per step the wafer spent computing or waiting for each cause."
+    )
+    pacing_s: dict[str, float] = Field(
+        description="Mean seconds per step by what paced it (see wss.model.results.pass_pacing): a pass's waits for "
+        "an update or input to their causes, the rest of it whole to the stream (or flash) if it waited for "
+        "weights, else to compute; the time after the last pass to its cause."
+    )
+    bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
+    utilisation: dict[str, float] = Field(description="Busy fraction of each part over the whole run.")
+    link_bytes: dict[str, LinkBytes] = Field(description="Bytes per step on each class of link.")
+    weight_crossings_per_micro_batch: float = Field(
+        description="Times each weight crosses into a wafer per micro-batch: weight bytes into one wafer per step "
+        "over one streamed copy of the weights and the micro-batches per step (2 without checkpointing: forward "
+        "and backward; a checkpointed block adds its recompute)."
+    )
+    phase_s: dict[str, float] = Field(
+        description="Mean seconds per step spent in each phase, keyed 'where.phase' (e.g. 'wafer.forward', "
+        "'memoryx.update'); folded micro-batches included."
+    )
+    memory: MemoryFootprint
+    cluster: dict[str, int | float | list[int]]
+    numerics: NumericsSummary | None = None
+    sim_events: int
+    records: list[KernelRecord]
+
+    def to_records(self) -> list[dict]:
+        """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works)."""
+        return [r.model_dump() for r in self.records]
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return self.model_dump_json(indent=indent)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the result as JSON atomically."""
+        return atomic_write_text(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Result:
+        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))

@@ -1,0 +1,127 @@
+"""Hardware description: wafers, MemoryX, SwarmX and input workers.
+
+Every figure lives in a named preset under ``configs/`` with its source and
+confidence beside it (see shared/PARAMETERS.md); a scenario names a preset and
+overrides fields.  Units are in the field names; per-shard and per-link
+figures are per unit, never aggregated.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import Field
+
+from wss.model.scenario.base import Fraction, Frozen, NonNegFloat, PosFloat, PosInt, UnitFraction
+
+__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "HardwareConfig"]
+
+
+class WaferConfig(Frozen):
+    """One wafer-scale engine in its system (a CS-2 or CS-3)."""
+
+    name: str = Field("wafer", description="Label of this wafer model, e.g. 'wse2'.")
+    core_rows: PosInt = Field(description="Rows of the processing-element grid (features map to rows).")
+    core_cols: PosInt = Field(description="Columns of the processing-element grid (tokens map to columns).")
+    sram_per_core_bytes: PosInt = Field(description="SRAM per core in bytes.")
+    sram_reserved_fraction: Fraction = Field(
+        0.25,
+        description="Fraction of SRAM kept for code, stream buffers and scratch (an assumption), "
+        "not available to stored activations.",
+    )
+    clock_Hz: PosFloat = Field(description="Core clock in Hz.")
+    simd_width: PosInt = Field(description="FP16 FMAC lanes per core: an AXPY of n elements takes ceil(n / simd_width) cycles.")
+    hop_latency_cycles: NonNegFloat = Field(description="Cycles per mesh hop (router pipeline included).")
+    io_bandwidth_Bps: PosFloat = Field(description="External I/O bandwidth in bytes/s, each direction.")
+    partial_sum_overhead_cycles: NonNegFloat = Field(
+        4.0, description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4)."
+    )
+    nonweight_efficiency: UnitFraction = Field(
+        0.5, description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...)."
+    )
+
+    @property
+    def cores(self) -> int:
+        return self.core_rows * self.core_cols
+
+    @property
+    def sram_bytes(self) -> int:
+        return self.cores * self.sram_per_core_bytes
+
+    @property
+    def activation_sram_bytes(self) -> float:
+        """SRAM available to stored activations."""
+        return self.sram_bytes * (1.0 - self.sram_reserved_fraction)
+
+    @property
+    def peak_flops(self) -> float:
+        """Dense FP16 peak: cores x simd lanes x 2 FLOP per FMAC x clock."""
+        return self.cores * self.simd_width * 2.0 * self.clock_Hz
+
+
+class MemoryXConfig(Frozen):
+    """MemoryX: sharded weight and optimizer-state store with an optimizer coprocessor per shard."""
+
+    name: str = Field("memoryx", description="Label of this MemoryX configuration.")
+    shards: PosInt = Field(description="MemoryX nodes; every kernel's weights are split evenly across them.")
+    dram_capacity_bytes: NonNegFloat = Field(description="DRAM per shard in bytes.")
+    dram_bandwidth_Bps: PosFloat = Field(description="DRAM bandwidth per shard in bytes/s.")
+    flash_capacity_bytes: NonNegFloat = Field(0.0, description="Flash per shard in bytes.")
+    flash_read_bandwidth_Bps: PosFloat = Field(description="Flash read bandwidth per shard in bytes/s.")
+    flash_write_bandwidth_Bps: PosFloat = Field(description="Flash write bandwidth per shard in bytes/s.")
+    network_bandwidth_Bps: PosFloat = Field(description="Network bandwidth per shard toward SwarmX, bytes/s each direction.")
+    optimizer_flops: PosFloat = Field(description="Optimizer coprocessor FLOP/s per shard.")
+    prefetch_buffer_fraction: UnitFraction = Field(
+        0.25,
+        description="Fraction of DRAM kept as the staging buffer for flash prefetch when the model spills to flash.",
+    )
+
+    @property
+    def dram_total_bytes(self) -> float:
+        return self.shards * self.dram_capacity_bytes
+
+    @property
+    def flash_total_bytes(self) -> float:
+        return self.shards * self.flash_capacity_bytes
+
+    @property
+    def capacity_bytes(self) -> float:
+        return self.dram_total_bytes + self.flash_total_bytes
+
+
+class SwarmXConfig(Frozen):
+    """SwarmX: broadcast/reduce tree between MemoryX and the wafers."""
+
+    name: str = Field("swarmx", description="Label of this SwarmX configuration.")
+    fan_out: int = Field(ge=2, description="Children per SwarmX node.")
+    link_bandwidth_Bps: PosFloat = Field(description="Bandwidth of one tree edge, bytes/s each direction.")
+    hop_latency_s: NonNegFloat = Field(description="Latency added by one SwarmX hop, in seconds.")
+
+    def levels(self, wafers: int) -> int:
+        """Depth of a balanced tree of this fan-out over ``wafers`` leaves (at least one node)."""
+        if wafers <= 1:
+            return 1
+        return max(1, math.ceil(math.log(wafers) / math.log(self.fan_out) - 1e-12))
+
+    def nodes_per_level(self, wafers: int) -> list[int]:
+        """Nodes at each level, root first: level l has ceil(N / f^(D-l+1)) nodes."""
+        depth = self.levels(wafers)
+        return [max(1, math.ceil(wafers / self.fan_out ** (depth - level + 1))) for level in range(1, depth + 1)]
+
+
+class InputsConfig(Frozen):
+    """Input workers: stream each wafer's data shard."""
+
+    bandwidth_Bps: PosFloat = Field(description="Input-worker bandwidth into one wafer, bytes/s.")
+    latency_s: NonNegFloat = Field(0.0, description="Latency of one input transfer, seconds.")
+
+
+class HardwareConfig(Frozen):
+    """The whole cluster."""
+
+    preset: str | None = Field(None, description="Name of the cluster preset this was built from (informational).")
+    wafers: PosInt = Field(1, description="Number of CS-X systems (wafers) training data-parallel.")
+    wafer: WaferConfig
+    memoryx: MemoryXConfig
+    swarmx: SwarmXConfig
+    inputs: InputsConfig

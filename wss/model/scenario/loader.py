@@ -1,0 +1,354 @@
+"""Turn a YAML file or a dict into a validated :class:`Scenario`.
+
+Steps, in order:
+
+1. read the YAML (keeping line numbers for error messages);
+2. apply ``--set dotted.key=value`` overrides to the raw mapping;
+3. resolve presets: ``hardware.preset`` names a cluster under
+   ``configs/hardware``; ``hardware.wafer.preset`` (and ``memoryx``,
+   ``swarmx``) name part presets; ``workload.model`` may be a model preset
+   name.  Fields given beside a preset override the preset's;
+4. validate with the frozen pydantic models;
+5. check what the models alone cannot (cross-field consistency).
+
+Every problem becomes a :class:`~wss.errors.ScenarioError` naming the file,
+the dotted field path and, where YAML gives it, the line.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from wss.errors import FieldProblem, ScenarioError
+from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
+from wss.model.scenario.scenario import Scenario
+from wss.model.scenario.validation_errors import problems_from_errors
+from wss.model.scenario.yaml_io import line_map, safe_load_text
+
+__all__ = ["load_scenario", "apply_overrides", "parse_override"]
+
+_PART_KINDS = ("wafer", "memoryx", "swarmx")
+
+
+def load_scenario(
+    source: str | Path | Mapping[str, Any] | Scenario,
+    overrides: Sequence[str] | Mapping[str, Any] | None = None,
+) -> Scenario:
+    """Load and validate a scenario.
+
+    Parameters
+    ----------
+    source
+        Path to a YAML file, a mapping with the same structure, or an existing
+        Scenario (returned unchanged unless overrides are given).
+    overrides
+        ``["hardware.wafers=16", ...]`` strings as on the command line, or a
+        mapping ``{"hardware.wafers": 16}``.  Applied before presets resolve,
+        so an override of a preset field wins over the preset.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the file, the field path and line, and what is wrong.
+    """
+    lines: dict[tuple[str, ...], int] = {}
+    if isinstance(source, Scenario):
+        if not overrides:
+            return source
+        label, raw = f"<scenario {source.name}>", source.model_dump(mode="json")
+    elif isinstance(source, Mapping):
+        label, raw = "<dict>", copy.deepcopy(dict(source))
+    else:
+        path = Path(source)
+        label = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ScenarioError(label, [FieldProblem("", "no such file")]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScenarioError(label, [FieldProblem("", f"cannot read: {exc}")]) from None
+        raw = safe_load_text(text, label)
+        lines = line_map(text)
+    if not isinstance(raw, dict):
+        raise ScenarioError(label, [FieldProblem("", f"a scenario is a mapping, got {type(raw).__name__}")])
+
+    pairs: list[tuple[str, Any]] = []
+    if overrides:
+        items = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o, label) for o in overrides)
+        pairs = list(items)
+    # Overrides that choose a preset apply first; the rest apply to the resolved mapping, so they can
+    # reach into a preset (e.g. workload.model.layers.2.sparsity on a preset model).
+    selectors = [(k, v) for k, v in pairs if _selects_preset(k, v)]
+    fields = [(k, v) for k, v in pairs if not _selects_preset(k, v)]
+    overridden = [k for k, _ in pairs]
+    if isinstance(source, Scenario):
+        # A resolved scenario has every field of its presets spelled out: choosing another preset
+        # replaces the whole part rather than sitting under fields that would win over it.
+        selectors = [(_preset_owner(k), {"preset": v}) for k, v in selectors]
+    raw = apply_overrides(raw, selectors, label)
+    raw = _resolve_presets(raw, label, lines, overridden)
+    raw = apply_overrides(raw, fields, label)
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(label, _problems_from(exc, lines, overridden)) from None
+    problems = _cross_checks(scenario)
+    if problems:
+        raise ScenarioError(label, [_with_line(p, lines, overridden) for p in problems])
+    return scenario
+
+
+def _preset_owner(key: str) -> str:
+    """The mapping a preset selector chooses: 'hardware.memoryx.preset' -> 'hardware.memoryx'."""
+    return key[: -len(".preset")] if key.endswith(".preset") else key
+
+
+def _selects_preset(key: str, value: Any) -> bool:
+    """Does this override choose a preset (rather than set a field)?"""
+    parts = key.split(".")
+    if parts[-1] == "preset":
+        return True
+    if isinstance(value, str) and key in {"hardware", "workload.model"}:
+        return True
+    return isinstance(value, str) and len(parts) == 2 and parts[0] == "hardware" and parts[1] in _PART_KINDS
+
+
+def parse_override(text: str, label: str = "--set") -> tuple[str, Any]:
+    """Split ``dotted.key=value``; the value is read as a YAML scalar or flow collection."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(label, [FieldProblem(text, "an override must look like dotted.key=value")])
+    return key.strip(), safe_load_text(value, f"{label} (--set {key.strip()})")
+
+
+def apply_overrides(raw: dict[str, Any], pairs: Any, label: str = "<overrides>") -> dict[str, Any]:
+    """Set each dotted key in a deep copy of ``raw``; list items are addressed by index."""
+    out = copy.deepcopy(raw)
+    for key, value in pairs:
+        parts = key.split(".")
+        node: Any = out
+        for depth, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: depth + 1])
+            if isinstance(node, list):
+                node = node[_index(part, len(node), where, label)]
+                continue
+            if not isinstance(node, dict):
+                raise ScenarioError(label, [FieldProblem(key, f"{'.'.join(parts[:depth])} is not a mapping")])
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif isinstance(child, str):
+                # A bare preset name (hardware: cs2-cluster) becomes a mapping when a sub-field is set.
+                child = node[part] = {"preset": child}
+            node = child
+        last = parts[-1]
+        if isinstance(node, list):
+            node[_index(last, len(node), key, label)] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ScenarioError(label, [FieldProblem(key, "cannot set a field inside a scalar")])
+    return out
+
+
+def _index(part: str, n: int, where: str, label: str) -> int:
+    try:
+        i = int(part)
+    except ValueError:
+        raise ScenarioError(label, [FieldProblem(where, f"expected a list index, got {part!r}")]) from None
+    if not -n <= i < n:
+        raise ScenarioError(label, [FieldProblem(where, f"index {i} out of range (list has {n} items)")])
+    return i
+
+
+def _deep_merge(base: Any, over: Any) -> Any:
+    """Merge ``over`` onto ``base``: mappings merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _deep_merge(base[k], v) if k in base else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(over)
+
+
+def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: list[str]) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    hw = raw.get("hardware")
+    if isinstance(hw, str):
+        hw = {"preset": hw}
+    if isinstance(hw, dict):
+        name = hw.get("preset")
+        if name is not None:
+            base = _preset("hardware", name, ("hardware", "preset"), label, lines, overridden)
+            hw = _deep_merge(base, hw)
+        for kind in _PART_KINDS:
+            part = hw.get(kind)
+            if isinstance(part, str):
+                part = {"preset": part}
+            if isinstance(part, dict) and "preset" in part:
+                part = dict(part)
+                pname = part.pop("preset")
+                base = _preset(kind, pname, ("hardware", kind, "preset"), label, lines, overridden)
+                base.setdefault("name", pname)
+                hw[kind] = _deep_merge(base, part)
+        raw["hardware"] = hw
+
+    wl = raw.get("workload")
+    if isinstance(wl, dict):
+        model = wl.get("model")
+        if isinstance(model, str):
+            model = {"preset": model}
+        if isinstance(model, dict) and "preset" in model:
+            model = dict(model)
+            mname = model.pop("preset")
+            try:
+                base = load_model_preset(str(mname))
+            except PresetNotFound as exc:
+                problem = FieldProblem("workload.model", str(exc))
+                raise ScenarioError(label, [_with_line(problem, lines, overridden)]) from None
+            model = _deep_merge(base, model)
+        wl = dict(wl)
+        if model is not None:
+            wl["model"] = model
+        raw["workload"] = wl
+    return raw
+
+
+def _preset(
+    kind: str, name: Any, path: tuple[str, ...], label: str, lines: dict, overridden: list[str]
+) -> dict[str, Any]:
+    try:
+        return load_part_preset(kind, str(name))
+    except PresetNotFound as exc:
+        problem = FieldProblem(".".join(path), str(exc))
+        raise ScenarioError(label, [_with_line(problem, lines, overridden)]) from None
+
+
+def _with_line(
+    problem: FieldProblem, lines: dict[tuple[str, ...], int], overridden: list[str] | tuple[str, ...] = ()
+) -> FieldProblem:
+    """Attach the YAML line of the field, or say it came from an override."""
+    for key in overridden:
+        if problem.path == key or problem.path.startswith(key + "."):
+            return FieldProblem(problem.path, f"{problem.message} [from --set {key}]")
+    parts = tuple(problem.path.split(".")) if problem.path else ()
+    while parts and parts not in lines:
+        parts = parts[:-1]
+    line = lines.get(parts) if parts else None
+    return FieldProblem(problem.path, problem.message, line)
+
+
+def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> list[FieldProblem]:
+    problems = problems_from_errors(exc.errors(include_url=False), Scenario)
+    return [_with_line(p, lines, overridden) for p in problems]
+
+
+def _cross_checks(s: Scenario) -> list[FieldProblem]:
+    problems = []
+    model = s.workload.model
+    problems += _seq_len_checks(s)
+    if s.training.global_batch < s.hardware.wafers:
+        problems.append(
+            FieldProblem(
+                "training.global_batch",
+                f"{s.training.global_batch} samples cannot feed {s.hardware.wafers} wafers (hardware.wafers)",
+            )
+        )
+    elif s.training.micro_batch != "auto":
+        # Samples of the busiest wafer: the global batch splits as evenly as it can.
+        per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
+        if s.training.micro_batch > per_wafer:
+            even = s.training.global_batch % s.hardware.wafers == 0
+            problems.append(
+                FieldProblem(
+                    "training.micro_batch",
+                    f"{s.training.micro_batch} exceeds the per-wafer batch of {'' if even else 'at most '}{per_wafer} "
+                    f"(training.global_batch {s.training.global_batch} / hardware.wafers {s.hardware.wafers}"
+                    f"{'' if even else ', rounded up'})",
+                )
+            )
+    if s.numerics.enabled and any(layer.kind != "dense" for layer in model.layers):
+        problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
+    elif s.numerics.enabled:
+        problems += _numerics_activation_checks(model.layers)
+    return problems
+
+
+#: Hidden activations the real numerics run (wss.model.numerics.ACTIVATIONS).
+_NUMERICS_ACTIVATIONS = ("relu", "tanh")
+
+
+def _numerics_activation_checks(layers: Sequence[Any]) -> list[FieldProblem]:
+    """Real numerics run one hidden activation (relu or tanh) and a linear output into softmax."""
+    problems = []
+    last = len(layers) - 1
+    hidden = [(i, layer.activation) for i, layer in enumerate(layers) if i < last or layer.repeat > 1]
+    for i, act in hidden:
+        if act not in _NUMERICS_ACTIVATIONS:
+            problems.append(FieldProblem(
+                f"workload.model.layers.{i}.activation",
+                f"real numerics run hidden layers with relu or tanh, got {act!r}",
+            ))
+    used = sorted({act for _, act in hidden if act in _NUMERICS_ACTIVATIONS})
+    if len(used) > 1:
+        problems.append(FieldProblem(
+            "workload.model.layers",
+            f"real numerics run one hidden activation for every layer; these layers use {' and '.join(used)}",
+        ))
+    if layers[last].repeat > 1:
+        problems.append(FieldProblem(
+            f"workload.model.layers.{last}.repeat",
+            "real numerics need a single output layer last (it feeds softmax cross-entropy); "
+            f"got repeat {layers[last].repeat}",
+        ))
+    elif layers[last].activation != "none":
+        problems.append(FieldProblem(
+            f"workload.model.layers.{last}.activation",
+            "the output layer feeds softmax cross-entropy in real numerics: its activation must be 'none', "
+            f"got {layers[last].activation!r}",
+        ))
+    return problems
+
+
+def _seq_len_checks(s: Scenario) -> list[FieldProblem]:
+    """seq_len: only for token models, required there, and within the model's learned position table."""
+    model, given = s.workload.model, s.training.seq_len
+    if model.input == "features":
+        # A feature model's sample is one feature vector: there is no sequence to set.
+        problems = []
+        if given is not None:
+            problems.append(FieldProblem("training.seq_len", _features_only(model, given)))
+        if model.seq_len is not None:
+            problems.append(FieldProblem("workload.model.seq_len", _features_only(model, model.seq_len)))
+        return problems
+    if given is None and model.seq_len is None:
+        return [FieldProblem("training.seq_len", "required for a token model without a default seq_len")]
+    seq, path = (given, "training.seq_len") if given is not None else (model.seq_len, "workload.model.seq_len")
+    # The context a model declares is the size of its learned position table (embedding max_positions);
+    # a model without one (no learned positions) has no limit here.
+    tables = [(i, layer) for i, layer in enumerate(model.layers) if layer.kind == "embedding" and layer.max_positions]
+    if not tables:
+        return []
+    i, table = min(tables, key=lambda t: t[1].max_positions)
+    if seq <= table.max_positions:
+        return []
+    return [
+        FieldProblem(
+            path,
+            f"{seq} exceeds the context of model {model.name!r}, {table.max_positions} tokens "
+            f"(the size of its learned position table, workload.model.layers.{i}.max_positions)",
+        )
+    ]
+
+
+def _features_only(model: Any, value: int) -> str:
+    return (
+        f"seq_len applies only to token models; model {model.name!r} takes feature vectors "
+        f"(workload.model.input: features), got {value}"
+    )

@@ -1,0 +1,97 @@
+"""Shipped presets: hardware parts, clusters and models, as YAML under ``configs/``.
+
+Layout::
+
+    configs/wafer/<name>.yaml      one wafer model (WaferConfig fields)
+    configs/memoryx/<name>.yaml    one MemoryX configuration
+    configs/swarmx/<name>.yaml     one SwarmX configuration
+    configs/hardware/<name>.yaml   a cluster: names a wafer, memoryx and swarmx preset, inputs, wafers
+    configs/models/<family>.yaml   a mapping of model name -> ModelConfig fields
+
+Every number in a preset carries its source and confidence in a comment
+beside it.  The files ship inside the package (``wss/configs``) for wheel
+installs and are read from the repository's ``configs/`` in a checkout.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
+
+PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx")
+
+
+class PresetNotFound(KeyError):
+    """A preset name that no file under configs/ defines."""
+
+    def __init__(self, kind: str, name: str, known: list[str]):
+        self.kind, self.name, self.known = kind, name, known
+        super().__init__(f"unknown {kind} preset {name!r}; known: {', '.join(known) or '(none)'}")
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return self.args[0]
+
+
+def config_root() -> Path:
+    """Directory holding the preset YAML files."""
+    package = Path(__file__).resolve().parents[2]  # wss/
+    packaged = package / "configs"
+    if packaged.is_dir():
+        return packaged
+    return package.parent / "configs"
+
+
+def _read_yaml(path: Path) -> Any:
+    from wss.model.scenario.yaml_io import safe_load_text  # local: avoid an import cycle
+
+    return safe_load_text(path.read_text(encoding="utf-8"), str(path))
+
+
+@cache
+def _part_files(kind: str) -> dict[str, Path]:
+    folder = config_root() / kind
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
+@cache
+def _model_table() -> dict[str, tuple[str, dict[str, Any]]]:
+    table: dict[str, tuple[str, dict[str, Any]]] = {}
+    folder = config_root() / "models"
+    for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        data = _read_yaml(path) or {}
+        for name, spec in data.items():
+            table[str(name)] = (path.stem, spec)
+    return table
+
+
+def load_part_preset(kind: str, name: str) -> dict[str, Any]:
+    """The raw mapping of a hardware-part or cluster preset (a fresh copy)."""
+    files = _part_files(kind)
+    if name not in files:
+        raise PresetNotFound(kind, name, sorted(files))
+    data = _read_yaml(files[name]) or {}
+    return data
+
+
+def load_model_preset(name: str) -> dict[str, Any]:
+    """The raw mapping of a model preset, with its ``name`` filled in (a fresh copy)."""
+    table = _model_table()
+    if name not in table:
+        raise PresetNotFound("model", name, sorted(table))
+    import copy
+
+    spec = copy.deepcopy(table[name][1])
+    spec.setdefault("name", name)
+    return spec
+
+
+def list_presets() -> dict[str, list[str]]:
+    """Every shipped preset name, by kind (``hardware``, ``wafer``, ..., ``model``)."""
+    out = {kind: sorted(_part_files(kind)) for kind in PART_KINDS}
+    out["model"] = sorted(_model_table())
+    return out

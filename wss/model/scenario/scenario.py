@@ -1,0 +1,32 @@
+"""The Scenario: hardware + workload + training + simulation settings."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from wss.model.scenario.base import Frozen
+from wss.model.scenario.hardware import HardwareConfig
+from wss.model.scenario.training import NumericsConfig, SimulationConfig, TrainingConfig
+from wss.model.scenario.workload import WorkloadConfig
+
+__all__ = ["Scenario"]
+
+
+class Scenario(Frozen):
+    """A complete, validated, immutable description of one simulation."""
+
+    name: str = Field("scenario", description="Name used in summaries and file names.")
+    description: str | None = Field(None, description="Free text.")
+    hardware: HardwareConfig
+    workload: WorkloadConfig
+    training: TrainingConfig
+    simulation: SimulationConfig = Field(default_factory=SimulationConfig)
+    numerics: NumericsConfig = Field(default_factory=NumericsConfig)
+    seed: int = Field(0, ge=0, description="Seed of every random choice (masks, data).")
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens per sample: the training's seq_len, the model's, or 1 for feature models."""
+        if self.workload.model.input == "features":
+            return 1
+        return self.training.seq_len or self.workload.model.seq_len or 1

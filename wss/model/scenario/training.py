@@ -1,0 +1,82 @@
+"""Training settings: batch, sequence, micro-batching, optimizer, precision."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from wss.model.scenario.base import Frozen, PosFloat, PosInt
+
+__all__ = ["TrainingConfig", "SimulationConfig", "NumericsConfig", "Precision", "PRECISION_BYTES"]
+
+Precision = Literal["fp16", "bf16", "fp32"]
+PRECISION_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4}
+
+
+class TrainingConfig(Frozen):
+    """How the model is trained."""
+
+    global_batch: PosInt = Field(description="Samples (sequences) per step across all wafers.")
+    seq_len: PosInt | None = Field(
+        None,
+        description="Tokens per sample for token models (default: the model's); at most the model's learned "
+        "position table (embedding max_positions). Not allowed for feature models.",
+    )
+    micro_batch: PosInt | Literal["auto"] = Field(
+        "auto",
+        description="Samples per micro-batch on one wafer; 'auto' = the largest that fits SRAM. "
+        "At most the per-wafer batch (global_batch / wafers, rounded up). If it does not divide a wafer's "
+        "samples, the wafer runs full micro-batches and the remainder last. "
+        "Gradients accumulate in MemoryX over a wafer's micro-batches.",
+    )
+    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field("adamw", description="MemoryX optimizer.")
+    weight_precision: Precision = Field("fp16", description="Precision of weights streamed to the wafers.")
+    gradient_precision: Precision = Field("fp16", description="Precision of gradients streamed back.")
+    activation_precision: Precision = Field("fp16", description="Precision of activations held in wafer SRAM.")
+    steps: PosInt = Field(1, description="Training steps to simulate.")
+    retain_output_layer: bool = Field(
+        False, description="Keep the output layer's weights on the wafer between its forward and backward pass."
+    )
+    activation_checkpointing: Literal["auto", "none", "blocks"] = Field(
+        "auto",
+        description="'none': keep every activation; 'blocks': keep only transformer-block inputs and recompute "
+        "each block (its weights stream a third time); 'auto': 'none' if micro-batch 1 fits SRAM, else 'blocks'.",
+    )
+
+
+class SimulationConfig(Frozen):
+    """Resolution of the simulation itself (not hardware)."""
+
+    chunk_bytes: PosFloat = Field(
+        64 * 2**20, description="Target size of one streamed chunk of weights or gradients, bytes."
+    )
+    max_chunks_per_kernel: PosInt = Field(
+        8, description="Upper bound on chunks per kernel pass (bounds event count for huge kernels)."
+    )
+    buffer_chunks: PosInt = Field(
+        2, description="Chunks each link and the wafer intake can buffer (credit flow control)."
+    )
+    fold_micro_batches: bool = Field(
+        True,
+        description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
+        "for the identical ones in between (checked for periodicity; falls back to simulating all).",
+    )
+
+
+class NumericsConfig(Frozen):
+    """Real training alongside the timing (dense-layer models).
+
+    The streamed weights take ``training.weight_precision`` (fp16, or bf16 emulated in float32);
+    the arithmetic, the gradients summed by SwarmX and the fp32 master weights are float32, so
+    ``gradient_precision`` and ``activation_precision`` shape the timing (bytes, SRAM) only.
+    """
+
+    enabled: bool = Field(False, description="Train the model for real with the numpy sparse kernels.")
+    dataset: Literal["teacher", "gaussian_mixture"] = Field("teacher", description="Generated learnable data set.")
+    learning_rate: PosFloat = Field(1e-3, description="Optimizer learning rate.")
+    momentum: float = Field(0.9, ge=0, lt=1, description="Momentum (momentum optimizer).")
+    weight_decay: float = Field(
+        0.0, ge=0, description="Weight decay: decoupled for AdamW, coupled L2 (added to the gradient) for the others."
+    )
+    prune: Literal["random", "magnitude"] = Field("random", description="How the fixed sparsity mask is chosen.")

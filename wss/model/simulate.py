@@ -1,0 +1,65 @@
+"""``wss.simulate(scenario) -> Result``: the pure entry point of the model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from wss.model.cluster import Cluster, run_cluster
+from wss.model.fold import FoldMismatch
+from wss.model.measure import measure
+from wss.model.plan import Plan, make_plan
+from wss.model.results import NumericsSummary, Result
+from wss.model.scenario import Scenario, load_scenario
+
+__all__ = ["simulate", "simulate_detailed", "plan"]
+
+
+def _as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
+    return scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+
+
+def plan(scenario: Scenario | Mapping[str, Any] | str | Path) -> Plan:
+    """Check a scenario against the machine (capacities, SRAM) without running it."""
+    return make_plan(_as_scenario(scenario))
+
+
+def simulate(scenario: Scenario | Mapping[str, Any] | str | Path) -> Result:
+    """Simulate a scenario and return its Result.
+
+    Deterministic: the same scenario gives a byte-identical ``Result.to_json()``.
+    No file is read except the scenario itself when a path is given.
+    """
+    return simulate_detailed(scenario, record=False)[0]
+
+
+def simulate_detailed(
+    scenario: Scenario | Mapping[str, Any] | str | Path,
+    record: bool = True,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[Result, Cluster]:
+    """Simulate and also return the finished :class:`~wss.model.cluster.Cluster`.
+
+    With ``record`` every link, MemoryX and the wafer keep their spans
+    (start, end, pass, bytes), which traces and timelines are drawn from;
+    recording also simulates every micro-batch (no folding), so spans and
+    the Result share one time axis.  ``progress`` is called with the fraction
+    of the run done (monotone, ending at 1.0); it does not change the Result.
+    """
+    from wss._version import __version__
+
+    s = _as_scenario(scenario)
+    profiles = None
+    numerics = None
+    if s.numerics.enabled:
+        from wss.model.numerics_bridge import run_numerics
+
+        outcome, profiles = run_numerics(s)
+        numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
+    p = make_plan(s, profiles, fold=not record)
+    try:
+        cluster = run_cluster(p, record=record, progress=progress)
+    except FoldMismatch:
+        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)
+    return measure(cluster, __version__, numerics), cluster

@@ -1,0 +1,205 @@
+"""Expand a :class:`~wss.model.scenario.ModelConfig` into the wafer's operations.
+
+Per-token FLOP counts of the non-weight work (forward; backward is twice):
+
+* attention scores ``Q K^T`` and context ``A V``: ``2 s h d_h`` each (full
+  ``s x s`` attention, no causal halving, as in dense-equivalent accounting);
+* softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h s``;
+* layer norm: 8 FLOPs per element; GELU (tanh form): 8 per element;
+  ReLU/tanh: 1; residual add: 1.
+
+These are counting conventions (declared assumptions), not measurements.
+The on-wafer attention is assumed not to store the ``s x s`` score matrix
+(it keeps softmax statistics, ``h`` per token, and recomputes scores in the
+backward pass), so stored activations grow with ``s`` only through tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from wss.model.scenario.workload import DenseLayer, EmbeddingLayer, ModelConfig, OutputHead, TransformerBlock
+from wss.model.workload.ops import Op, StreamedKernel, WaferOp
+
+__all__ = ["expand_model"]
+
+_ACT_FLOPS = {"relu": 1.0, "tanh": 1.0, "gelu": 8.0, "none": 0.0}
+_LN_FLOPS = 8.0
+
+
+def expand_model(model: ModelConfig, default_sparsity: float, seq_len: int) -> list[Op]:
+    """Operations of one forward pass, in order.
+
+    Parameters
+    ----------
+    model
+        The model.
+    default_sparsity
+        Sparsity of streamed kernels whose layer gives none.
+    seq_len
+        Tokens per sample (1 for feature models); attention cost grows with it.
+    """
+    ops: list[Op] = []
+    block_index = 0
+    counts: dict[str, int] = {}
+    for layer in model.layers:
+        density = 1.0 - (layer.sparsity if layer.sparsity is not None else default_sparsity)
+        for _ in range(layer.repeat):
+            base = layer.name or layer.kind
+            n = counts.get(base, 0)
+            counts[base] = n + 1
+            name = f"{base}.{n}" if layer.repeat > 1 or n > 0 else base
+            if isinstance(layer, DenseLayer):
+                ops += _dense(layer, name, density)
+            elif isinstance(layer, EmbeddingLayer):
+                ops += _embedding(layer, name, density)
+            elif isinstance(layer, TransformerBlock):
+                ops += _block(layer, name, density, seq_len, block_index)
+                block_index += 1
+            elif isinstance(layer, OutputHead):
+                table = next(
+                    (op.name for op in ops if isinstance(op, StreamedKernel) and op.kind == "embedding"
+                     and (op.out_features, op.in_features) == (layer.vocab_size, layer.d_model)),
+                    None,
+                ) if layer.tied else None
+                ops += _head(layer, name, density, table)
+    if not any(isinstance(layer, OutputHead) for layer in model.layers):
+        ops = _close_with_loss(ops)
+    return ops
+
+
+def _close_with_loss(ops: list[Op]) -> list[Op]:
+    """A model without an output head: its last kernel is the output layer; add softmax + loss."""
+    last = max(i for i, op in enumerate(ops) if isinstance(op, StreamedKernel))
+    head = ops[last]
+    assert isinstance(head, StreamedKernel)
+    ops = list(ops)
+    ops[last] = replace(head, is_output=True)
+    ops.append(
+        WaferOp(
+            f"{head.layer}.softmax_loss",
+            head.layer,
+            5.0 * head.out_features,
+            None,
+            working_elements_per_token=head.out_features,
+            backward_factor=0.4,
+        )
+    )
+    return ops
+
+
+def _dense(layer: DenseLayer, name: str, density: float) -> list[Op]:
+    ops: list[Op] = [
+        StreamedKernel(
+            name=name,
+            layer=name,
+            kind="matmul",
+            out_features=layer.out_features,
+            in_features=layer.in_features,
+            density=density,
+            block=None,
+            stored_elements_per_token=layer.in_features,
+        )
+    ]
+    if layer.activation != "none":
+        ops.append(
+            WaferOp(
+                name=f"{name}.{layer.activation}",
+                layer=name,
+                flops_per_token=_ACT_FLOPS[layer.activation] * layer.out_features,
+                block=None,
+                stored_elements_per_token=layer.out_features,
+            )
+        )
+    return ops
+
+
+def _embedding(layer: EmbeddingLayer, name: str, density: float) -> list[Op]:
+    ops: list[Op] = [
+        StreamedKernel(
+            name=f"{name}.tokens",
+            layer=name,
+            kind="embedding",
+            out_features=layer.vocab_size,
+            in_features=layer.d_model,
+            density=density,
+            block=None,
+            stored_elements_per_token=0,
+        )
+    ]
+    if layer.max_positions:
+        ops.append(
+            StreamedKernel(
+                name=f"{name}.positions",
+                layer=name,
+                kind="embedding",
+                out_features=layer.max_positions,
+                in_features=layer.d_model,
+                density=density,
+                block=None,
+                stored_elements_per_token=0,
+            )
+        )
+        ops.append(WaferOp(name=f"{name}.add", layer=name, flops_per_token=layer.d_model, block=None))
+    return ops
+
+
+def _block(layer: TransformerBlock, name: str, density: float, s: int, b: int) -> list[Op]:
+    d, h, dh, dff = layer.d_model, layer.n_heads, layer.head_width, layer.ffn_width
+    attn = h * dh
+
+    def k(part: str, out_f: int, in_f: int) -> StreamedKernel:
+        return StreamedKernel(
+            name=f"{name}.{part}",
+            layer=name,
+            kind="matmul",
+            out_features=out_f,
+            in_features=in_f,
+            density=density,
+            block=b,
+            stored_elements_per_token=in_f,
+        )
+
+    return [
+        WaferOp(f"{name}.ln1", name, _LN_FLOPS * d, b, stored_elements_per_token=d),
+        k("qkv", 3 * attn, d),
+        WaferOp(
+            f"{name}.attention",
+            name,
+            4.0 * s * attn + 5.0 * h * s,
+            b,
+            stored_elements_per_token=3 * attn + h,
+        ),
+        k("attn_out", d, attn),
+        WaferOp(f"{name}.residual1", name, float(d), b),
+        WaferOp(f"{name}.ln2", name, _LN_FLOPS * d, b, stored_elements_per_token=d),
+        k("ffn_up", dff, d),
+        WaferOp(f"{name}.gelu", name, _ACT_FLOPS["gelu"] * dff, b, stored_elements_per_token=dff),
+        k("ffn_down", d, dff),
+        WaferOp(f"{name}.residual2", name, float(d), b),
+    ]
+
+
+def _head(layer: OutputHead, name: str, density: float, tied_to: str | None) -> list[Op]:
+    return [
+        StreamedKernel(
+            name=f"{name}.proj",
+            layer=name,
+            kind="matmul",
+            out_features=layer.vocab_size,
+            in_features=layer.d_model,
+            density=density,
+            block=None,
+            stored_elements_per_token=layer.d_model,
+            is_output=True,
+            tied_to=tied_to,
+        ),
+        WaferOp(
+            f"{name}.softmax_loss",
+            name,
+            5.0 * layer.vocab_size,
+            None,
+            working_elements_per_token=layer.vocab_size,
+            backward_factor=0.4,  # backward of softmax + cross-entropy: p - onehot, ~2 FLOPs per logit
+        ),
+    ]

@@ -1,0 +1,112 @@
+"""Human-readable text for a Result or a Plan (used by the CLI; returns strings, prints nothing)."""
+
+from __future__ import annotations
+
+from wss.model.plan import Plan
+from wss.model.results import BREAKDOWN_CATEGORIES, Result
+
+__all__ = ["format_result", "format_plan", "si", "fmt_bytes"]
+
+
+def si(x: float, unit: str = "", digits: int = 3) -> str:
+    """Format with an SI prefix: si(1.23e15, 'FLOP/s') -> '1.23 PFLOP/s'."""
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g} {prefix}{unit}"
+    return f"{x:.{digits}g} {unit}".rstrip()
+
+
+def fmt_bytes(b: float) -> str:
+    return si(b, "B")
+
+
+def fmt_time(t: float) -> str:
+    if t >= 1:
+        return f"{t:.4g} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.4g} ms"
+    return f"{t * 1e6:.4g} us"
+
+
+def _headline(plan_or_result_scenario, params: int, nnz: int) -> str:
+    s = plan_or_result_scenario
+    hw, tr = s.hardware, s.training
+    sparsity = 1 - nnz / params if params else 0.0
+    seq = f" x {s.seq_len} tokens" if s.workload.model.input == "tokens" else ""
+    return (
+        f"{s.name}: {hw.wafers} x {hw.wafer.name}, {s.workload.model.name} ({si(params)} params, "
+        f"{sparsity:.0%} sparse), batch {tr.global_batch}{seq}, {tr.optimizer}"
+    )
+
+
+def format_plan(plan: Plan) -> str:
+    s = plan.scenario
+    lines = [_headline(s, plan.params, plan.nnz)]
+    lines.append(
+        f"  MemoryX     {fmt_bytes(plan.memoryx_state_bytes)} of {fmt_bytes(s.hardware.memoryx.capacity_bytes)} "
+        f"(DRAM {fmt_bytes(plan.memoryx_dram_bytes)}, flash {fmt_bytes(plan.memoryx_flash_bytes)})"
+    )
+    lines.append(
+        f"  wafer SRAM  {fmt_bytes(plan.sram_bytes_needed)} of {fmt_bytes(plan.sram_bytes_available)} for activations "
+        f"(micro-batch {max(plan.micro_batches)} x {len(plan.micro_batches)}, checkpointing {plan.checkpointing})"
+    )
+    lines.append(
+        f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
+        f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
+    )
+    return "\n".join(lines)
+
+
+def format_result(r: Result) -> str:
+    s = r.scenario
+    params = int(r.cluster["params"])
+    nnz = int(r.cluster["nonzero_params"])
+    n = len(r.steps)
+    lines = [_headline(s, params, nnz)]
+    lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")
+    thr = f"  throughput   {r.samples_per_s:,.4g} samples/s"
+    if s.workload.model.input == "tokens":
+        thr += f", {r.tokens_per_s:,.4g} tokens/s"
+    lines.append(thr)
+    f = r.flops
+    lines.append(
+        f"  FLOP/s       {si(f.achieved_executed_flops, 'FLOP/s')} executed = {f.fraction_of_peak:.1%} of "
+        f"{si(f.peak_flops, 'FLOP/s')} peak; {si(f.achieved_dense_equivalent_flops, 'FLOP/s')} dense-equivalent "
+        f"({f.dense_equivalent_fraction_of_peak:.1%} of peak)"
+    )
+    paces = r.pacing_s[r.bound_by] / r.step_time_s if r.step_time_s > 0 else 0.0
+    lines.append(f"  bound by     {r.bound_by} (paces {paces:.0%} of the step)")
+    lines.append("  where the time went (per step):")
+    for c in BREAKDOWN_CATEGORIES:
+        v = r.breakdown_s[c]
+        if v > 0:
+            lines.append(f"    {c:<10} {fmt_time(v):>12}  {v / r.step_time_s:6.1%}")
+    m = r.memory
+    lines.append(
+        f"  memory       MemoryX {fmt_bytes(m.memoryx_state_bytes)} (DRAM {fmt_bytes(m.memoryx_dram_bytes)}, "
+        f"flash {fmt_bytes(m.memoryx_flash_bytes)}); wafer SRAM {fmt_bytes(m.wafer_sram_activation_bytes)} of "
+        f"{fmt_bytes(m.wafer_sram_available_bytes)} (micro-batch {m.micro_batch} x {m.micro_batches}, "
+        f"checkpointing {m.activation_checkpointing})"
+    )
+    busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
+    lines.append("  busiest      " + ", ".join(f"{k} {v:.0%}" for k, v in busiest))
+    wafer_in = next((v for k, v in r.link_bytes.items() if k.endswith("->wafer") and k.startswith("swarmx")), None)
+    if wafer_in is not None:
+        lines.append(
+            f"  per wafer    {fmt_bytes(wafer_in.per_link_bytes)} weights in per step "
+            f"({r.weight_crossings_per_micro_batch:.3g} crossings per micro-batch)"
+        )
+    if r.numerics is not None and r.numerics.losses:
+        ls, acc = r.numerics.losses, r.numerics.accuracies
+        line = f"  loss         {_num(ls[0], '.4g')} -> {_num(ls[-1], '.4g')} over {len(ls)} steps"
+        if acc:
+            line += f"; accuracy {_num(acc[0], '.1%')} -> {_num(acc[-1], '.1%')}"
+        if None in ls:
+            line += f"; diverged: loss not finite from step {ls.index(None)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _num(value: float | None, spec: str) -> str:
+    """A number, or ``nan`` where the Result holds None (a non-finite value)."""
+    return "nan" if value is None else format(value, spec)
