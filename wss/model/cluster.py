@@ -10,7 +10,10 @@ This is the one place that knows the topology::
          +-> optimizer coprocessor -> update-done events -> MemoryX.stream (next step)
 
 Each part is a class owning its SimPy resources and processes
-(``wss/model/components``); nothing starts until :func:`run_cluster` starts it.
+(``wss/model/components``), built from its own small settings object; the
+``*_settings`` functions here derive those from the Plan (folding identical
+shards, wafers and tree paths into one), :func:`build_cluster` builds and
+wires the parts, and nothing starts until :func:`run_cluster` starts it.
 """
 
 from __future__ import annotations
@@ -20,17 +23,27 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from wss.model.components.inputs import InputWorkers
+from wss.model.components.inputs import TOKEN_ID_BYTES, InputSettings, InputWorkers
 from wss.model.components.links import Link
-from wss.model.components.memoryx import MemoryX
-from wss.model.components.optimizer import OptimizerCoprocessor
-from wss.model.components.swarmx import SwarmX
-from wss.model.components.wafer import Wafer
+from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
+from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
+from wss.model.components.swarmx import SwarmX, SwarmXSettings
+from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import Plan
 from wss.model.program import Pass, build_program
+from wss.model.scenario import PRECISION_BYTES
 
-__all__ = ["Cluster", "run_cluster"]
+__all__ = [
+    "Cluster",
+    "build_cluster",
+    "run_cluster",
+    "optimizer_settings",
+    "memoryx_settings",
+    "swarmx_settings",
+    "input_settings",
+    "wafer_settings",
+]
 
 
 @dataclass
@@ -83,32 +96,113 @@ class Cluster:
         return value + (self.fold.extra(counter) if self.fold is not None else 0.0)
 
 
-def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
-    """Simulate every step of the plan; return the parts with their measurements.
+def optimizer_settings(plan: Plan) -> OptimizerSettings:
+    """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up."""
+    mx = plan.scenario.hardware.memoryx
+    return OptimizerSettings(
+        dram_Bps=mx.shards * mx.dram_bandwidth_Bps,
+        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
+        flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
+        flops_per_s=mx.shards * mx.optimizer_flops,
+        cost=plan.optimizer,
+    )
+
+
+def memoryx_settings(plan: Plan) -> MemoryXSettings:
+    """MemoryX's shards folded into one stream (each holds an even slice of every kernel)."""
+    hw = plan.scenario.hardware
+    mx = hw.memoryx
+    kernels = tuple(
+        KernelStore(
+            index=k.index,
+            nnz=k.nnz,
+            n_chunks=k.n_chunks,
+            stream_bytes=k.stream_bytes,
+            read_bytes=k.read_bytes,
+            tier=k.tier,
+            state_owner=k.state_owner,
+            shares_accumulator=plan.shares_accumulator(k.index),
+        )
+        for k in plan.kernels
+    )
+    return MemoryXSettings(
+        dram_Bps=mx.shards * mx.dram_bandwidth_Bps,
+        network_Bps=mx.shards * mx.network_bandwidth_Bps,
+        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
+        latency_s=hw.swarmx.hop_latency_s,
+        staging_bytes=plan.staging_bytes,
+        micro_batches=len(plan.micro_batches),
+        kernels=kernels,
+    )
+
+
+def swarmx_settings(plan: Plan) -> SwarmXSettings:
+    """The tree for the scenario's wafers; its edges into the wafers run at most at a wafer's I/O rate."""
+    hw = plan.scenario.hardware
+    sx = hw.swarmx
+    return SwarmXSettings(
+        levels=sx.levels(hw.wafers),
+        nodes_per_level=tuple(sx.nodes_per_level(hw.wafers)),
+        link_bandwidth_Bps=sx.link_bandwidth_Bps,
+        leaf_bandwidth_Bps=min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps),
+        hop_latency_s=sx.hop_latency_s,
+        buffer_chunks=plan.scenario.simulation.buffer_chunks,
+    )
+
+
+def input_settings(plan: Plan) -> InputSettings:
+    """The input workers of the busiest wafer: token ids, or feature vectors in the activation precision."""
+    s = plan.scenario
+    if s.workload.model.input == "tokens":
+        bytes_per_sample = float(plan.tokens_per_sample * TOKEN_ID_BYTES)
+    else:
+        first = plan.kernels[0].kernel
+        bytes_per_sample = float(first.in_features * PRECISION_BYTES[s.training.activation_precision])
+    return InputSettings(
+        bandwidth_Bps=s.hardware.inputs.bandwidth_Bps,
+        latency_s=s.hardware.inputs.latency_s,
+        bytes_per_sample=bytes_per_sample,
+        micro_batch_samples=tuple(plan.micro_batches),
+        simulated_micro_batches=tuple(plan.simulated_micro_batches),
+        steps=s.training.steps,
+    )
+
+
+def wafer_settings(plan: Plan) -> WaferSettings:
+    """The busiest wafer (the largest shard), which sets the pace of a uniform cluster."""
+    s = plan.scenario
+    return WaferSettings(
+        clock_Hz=s.hardware.wafer.clock_Hz,
+        kernels=tuple(KernelWork(k.n_chunks, k.grad_bytes, k.cycles) for k in plan.kernels),
+        op_seconds=plan.wafer_op_seconds,
+        loss_op=len(plan.ops) - 1,
+        intake_chunks=s.simulation.buffer_chunks,
+    )
+
+
+def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
+    """MemoryX's network ports toward the root, for the summed gradients coming back (all shards together)."""
+    hw = plan.scenario.hardware
+    return Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
+                hw.swarmx.hop_latency_s, plan.scenario.simulation.buffer_chunks)
+
+
+def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
+    """Build every part from its settings and wire them; nothing runs yet.
 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
-    s = plan.scenario
-    hw = s.hardware
-    cap = s.simulation.buffer_chunks
     env = simpy.Environment()
     program = build_program(plan)
-
-    flash_channel = simpy.Resource(env, capacity=1)
-    optimizer = OptimizerCoprocessor(env, hw.memoryx, plan.optimizer, flash_channel)
-    memoryx = MemoryX(env, plan, program, optimizer, flash_channel, hw.swarmx.hop_latency_s)
-    swarmx = SwarmX(env, hw, cap)
-    memoryx_in = Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
-                      hw.swarmx.hop_latency_s, cap)
-    inputs = InputWorkers(env, plan)
-    wafer = Wafer(env, plan, program, cap, inputs.ready, inputs.mb_started)
+    flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
+    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel)
+    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel)
+    swarmx = SwarmX(env, swarmx_settings(plan))
+    memoryx_in = memoryx_in_link(env, plan)
+    inputs = InputWorkers(env, input_settings(plan))
+    wafer = Wafer(env, wafer_settings(plan), program, inputs.ready, inputs.mb_started)
     wafer.progress = progress
-
-    if record:
-        memoryx.record()
-        for link in (*swarmx.down, *swarmx.up, memoryx_in):
-            link.record()
 
     memoryx.connect(swarmx.down[0].inbox)
     swarmx.down[-1].connect(wafer.intake)
@@ -117,26 +211,41 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     memoryx_in.connect(memoryx.grad_inbox)
 
     cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
+    if record:
+        memoryx.record()
+        for link in cluster.links():
+            link.record()
     if plan.fold_copies:
         def snapshot(step: int, mb: int) -> None:
             cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
 
         wafer.on_micro_batch_start = snapshot
+    return cluster
 
-    for proc in (memoryx.stream(), memoryx.receive(), optimizer.run(), memoryx_in.run(), inputs.run(), *swarmx.processes()):
+
+def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
+    """Simulate every step of the plan; return the parts with their measurements.
+
+    With ``record`` the links and MemoryX keep every span (for traces).
+    ``progress`` is called with the fraction of the program done.
+    """
+    cluster = build_cluster(plan, record, progress)
+    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
+    for proc in (memoryx.stream(), memoryx.receive(), optimizer.run(), cluster.memoryx_in.run(),
+                 cluster.inputs.run(), *cluster.swarmx.processes()):
         env.process(proc)
     if plan.staging_bytes:
         env.process(memoryx.prefetch())
-    done = env.process(wafer.run())
+    done = env.process(cluster.wafer.run())
     env.run(until=done)
     # Let the last gradients drain and the last updates finish.
-    last_step = s.training.steps - 1
+    last_step = plan.scenario.training.steps - 1
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
     env.run(until=env.all_of(finals))
     cluster.events = _event_count(env)
     if plan.fold_copies:
-        cluster.fold = analyse(cluster.snapshots, wafer.timeline, s.training.steps, len(plan.micro_batches) - 1,
-                               plan.fold_copies)
+        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
+                               len(plan.micro_batches) - 1, plan.fold_copies)
     return cluster
 
 

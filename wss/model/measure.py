@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from wss.model.cluster import Cluster
+from wss.model.fold import Fold
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
     FlopsSummary,
@@ -22,35 +27,99 @@ __all__ = ["measure"]
 
 
 def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
+    """The Result of a finished run: step times, where the time went, utilisation, traffic and records.
+
+    Times are on the unfolded axis: a folded run's repeated micro-batches are
+    added back from the fold's measured period (see :mod:`wss.model.fold`).
+    """
     plan = cluster.plan
     s = plan.scenario
-    hw = s.hardware
     n_steps = s.training.steps
-    opt = cluster.optimizer
-
     fold = cluster.fold
 
     def shift(step: int, micro_batch: int) -> float:
         return fold.shift_of(step, micro_batch) if fold is not None else 0.0
 
-    last_mb = len(plan.micro_batches) - 1
+    windows = _step_windows(cluster, shift)
+    timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1])
+    breakdowns = _breakdowns(timeline, windows.simulated_ends, fold, n_steps)
+    step_time = windows.total_s / n_steps
+    samples = s.training.global_batch
+    tokens = samples * plan.tokens_per_sample
+    records, pass_paces = _records(cluster, shift)
+    pacing = _pacing(records, pass_paces, fold, n_steps, [(a, b, c) for a, b, c, p in timeline if p == -1])
+    return Result(
+        wss_version=version,
+        scenario=s,
+        step_time_s=step_time,
+        total_time_s=windows.total_s,
+        samples_per_s=samples / step_time,
+        tokens_per_s=tokens / step_time,
+        steps=_step_records(cluster, windows, breakdowns, shift, numerics),
+        flops=_flops(cluster, tokens, step_time),
+        breakdown_s={c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES},
+        pacing_s=pacing,
+        bound_by=bound_category(pacing),
+        utilisation=_utilisation(cluster, windows.total_s),
+        link_bytes=_link_bytes(cluster),
+        weight_crossings_per_micro_batch=_crossings(cluster),
+        phase_s=_phase_seconds(records, fold, n_steps),
+        memory=_memory(plan),
+        cluster=_cluster_facts(cluster),
+        numerics=numerics,
+        sim_events=cluster.events,
+        records=records,
+    )
 
-    ends_sim = []
-    for step in range(n_steps):
-        ends_sim.append(max(j.end for j in opt.jobs if j.kind == "update" and j.step == step))
-    total_sim = ends_sim[-1]
+
+@dataclass(frozen=True)
+class _StepWindows:
+    """Where each step ends: on the simulated axis and on the unfolded one.
+
+    A step ends when the optimizer finishes its last update of that step.
+    """
+
+    simulated_ends: list[float]
+    starts: list[float]
+    ends: list[float]
+
+    @property
+    def total_s(self) -> float:
+        return self.ends[-1]
+
+
+def _step_windows(cluster: Cluster, shift: Callable[[int, int], float]) -> _StepWindows:
+    opt = cluster.optimizer
+    last_mb = len(cluster.plan.micro_batches) - 1
+    ends_sim = [
+        max(j.end for j in opt.jobs if j.kind == "update" and j.step == step)
+        for step in range(cluster.plan.scenario.training.steps)
+    ]
     ends = [e + shift(step, last_mb) for step, e in enumerate(ends_sim)]
-    total = ends[-1]
-    starts = [0.0] + ends[:-1]
+    return _StepWindows(ends_sim, [0.0, *ends[:-1]], ends)
 
-    # Split each step window (simulated axis) by the wafer's timeline, and the tail after the wafer's last pass.
+
+def _timeline_with_tail(cluster: Cluster, total_sim: float) -> list[tuple[float, float, str, int]]:
+    """The wafer's timeline, plus the run's tail after the wafer's last pass (pass index -1).
+
+    The tail is the last update's wait: first its time queued behind other
+    optimizer jobs, then the rest of it (the bubble).
+    """
     timeline = list(cluster.wafer.timeline)
     last_wafer = timeline[-1][1] if timeline else 0.0
     if total_sim > last_wafer:
-        last_job = max((j for j in opt.jobs if j.kind == "update" and j.step == n_steps - 1), key=lambda j: j.end)
+        last_step = cluster.plan.scenario.training.steps - 1
+        last_job = max((j for j in cluster.optimizer.jobs if j.kind == "update" and j.step == last_step),
+                       key=lambda j: j.end)
         q = min(max(last_job.queued_s, 0.0), total_sim - last_wafer)
         timeline.append((last_wafer, last_wafer + q, "optimizer", -1))
         timeline.append((last_wafer + q, total_sim, "bubble", -1))
+    return timeline
+
+
+def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[float], fold: Fold | None,
+                n_steps: int) -> list[dict[str, float]]:
+    """Split each step's window (simulated axis) by the timeline's causes; add the folded copies."""
     breakdowns = [dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0) for _ in range(n_steps)]
     w = 0
     for a, b, cause, _ in timeline:
@@ -67,73 +136,58 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         for k, step_fold in enumerate(fold.steps):
             for cause, v in step_fold.breakdown.items():
                 breakdowns[k][cause] += fold.copies * v
+    return breakdowns
 
+
+def _step_records(cluster: Cluster, windows: _StepWindows, breakdowns: list[dict[str, float]],
+                  shift: Callable[[int, int], float], numerics: NumericsSummary | None) -> list[StepRecord]:
+    """One record per step; the loss reaches the user node after climbing the tree."""
+    hw = cluster.plan.scenario.hardware
     latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
     steps = []
-    for i in range(n_steps):
+    for i in range(len(windows.ends)):
         loss_times = [t + shift(st, mb) for (st, mb), t in cluster.wafer.loss_times.items() if st == i]
         steps.append(
             StepRecord(
                 step=i,
-                start_s=starts[i],
-                end_s=ends[i],
-                time_s=ends[i] - starts[i],
+                start_s=windows.starts[i],
+                end_s=windows.ends[i],
+                time_s=windows.ends[i] - windows.starts[i],
                 breakdown_s=breakdowns[i],
                 loss_at_user_s=(max(loss_times) + latency_up) if loss_times else None,
                 loss=numerics.losses[i] if numerics and i < len(numerics.losses) else None,
                 accuracy=numerics.accuracies[i] if numerics and i < len(numerics.accuracies) else None,
             )
         )
-    step_time = total / n_steps
-    mean_breakdown = {c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES}
+    return steps
 
-    samples = s.training.global_batch
-    tokens = samples * plan.tokens_per_sample
-    flops = _flops(cluster, tokens, step_time)
 
+def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
+    """Busy fraction of the run of each part and each link."""
     utilisation = {
         name: cluster.total(name) / total
         for name in ("wafer.compute", "memoryx.stream", "memoryx.optimizer", "memoryx.flash", "inputs")
     }
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
+    return utilisation
 
-    records, pass_paces = _records(cluster, shift)
-    pacing = _pacing(records, pass_paces, fold, n_steps, [(a, b, c) for a, b, c, p in timeline if p == -1])
-    result = Result(
-        wss_version=version,
-        scenario=s,
-        step_time_s=step_time,
-        total_time_s=total,
-        samples_per_s=samples / step_time,
-        tokens_per_s=tokens / step_time,
-        steps=steps,
-        flops=flops,
-        breakdown_s=mean_breakdown,
-        pacing_s=pacing,
-        bound_by=bound_category(pacing),
-        utilisation=utilisation,
-        link_bytes=_link_bytes(cluster),
-        weight_crossings_per_micro_batch=_crossings(cluster),
-        phase_s=_phase_seconds(records, fold, n_steps),
-        memory=_memory(plan),
-        cluster={
-            "wafers": hw.wafers,
-            "tree_levels": cluster.swarmx.levels,
-            "nodes_per_level": list(cluster.swarmx.nodes_per_level),
-            "samples_per_wafer_max": max(plan.wafer_samples),
-            "samples_per_wafer_min": min(plan.wafer_samples),
-            "kernels": len(plan.kernels),
-            "params": plan.params,
-            "nonzero_params": plan.nnz,
-            "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
-            "micro_batches_simulated": len(plan.simulated_micro_batches),
-        },
-        numerics=numerics,
-        sim_events=cluster.events,
-        records=records,
-    )
-    return result
+
+def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
+    """The shape of what was simulated: tree, shards, kernels, chunks."""
+    plan = cluster.plan
+    return {
+        "wafers": plan.scenario.hardware.wafers,
+        "tree_levels": cluster.swarmx.levels,
+        "nodes_per_level": list(cluster.swarmx.nodes_per_level),
+        "samples_per_wafer_max": max(plan.wafer_samples),
+        "samples_per_wafer_min": min(plan.wafer_samples),
+        "kernels": len(plan.kernels),
+        "params": plan.params,
+        "nonzero_params": plan.nnz,
+        "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
+        "micro_batches_simulated": len(plan.simulated_micro_batches),
+    }
 
 
 def _copies(r: KernelRecord, fold) -> int:
@@ -142,7 +196,11 @@ def _copies(r: KernelRecord, fold) -> int:
 
 
 def _pacing(
-    records: list[KernelRecord], pass_paces: list[dict[str, float]], fold, steps: int, tail: list[tuple[float, float, str]]
+    records: list[KernelRecord],
+    pass_paces: list[dict[str, float]],
+    fold: Fold | None,
+    steps: int,
+    tail: list[tuple[float, float, str]],
 ) -> dict[str, float]:
     """Mean seconds per step by what paced it: each wafer pass's split, then the run's tail by its cause."""
     out = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)

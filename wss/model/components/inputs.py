@@ -8,33 +8,44 @@ micro-batch waits for its data.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
 import simpy
 
-from wss.model.plan import Plan
-from wss.model.scenario import PRECISION_BYTES
-
-__all__ = ["InputWorkers", "TOKEN_ID_BYTES"]
+__all__ = ["InputSettings", "InputWorkers", "TOKEN_ID_BYTES"]
 
 TOKEN_ID_BYTES = 4  # a token id as an int32
 
 
+@dataclass(frozen=True)
+class InputSettings:
+    """What the input workers feeding one wafer need.
+
+    ``micro_batch_samples[m]`` is the number of samples of micro-batch ``m``;
+    the workers deliver, for every step, the micro-batches listed in
+    ``simulated_micro_batches`` (all of them unless micro-batches are folded).
+    """
+
+    bandwidth_Bps: float
+    latency_s: float
+    bytes_per_sample: float
+    micro_batch_samples: tuple[int, ...]
+    simulated_micro_batches: tuple[int, ...]
+    steps: int
+    name: str = "inputs"
+
+
 class InputWorkers:
-    """Folded input workers feeding the representative wafer."""
+    """The input workers feeding one (the representative) wafer."""
 
-    name = "inputs"
-
-    def __init__(self, env: simpy.Environment, plan: Plan):
-        s = plan.scenario
+    def __init__(self, env: simpy.Environment, settings: InputSettings):
         self.env = env
-        self.plan = plan
-        self.cfg = s.hardware.inputs
-        model = s.workload.model
-        if model.input == "tokens":
-            self.bytes_per_sample = plan.tokens_per_sample * TOKEN_ID_BYTES
-        else:
-            first = plan.kernels[0].kernel
-            self.bytes_per_sample = first.in_features * PRECISION_BYTES[s.training.activation_precision]
-        keys = [(step, mb) for step in range(s.training.steps) for mb in plan.simulated_micro_batches]
+        self.settings = settings
+        self.name = settings.name
+        self.bytes_per_sample = settings.bytes_per_sample
+        keys = [(step, mb) for step in range(settings.steps) for mb in settings.simulated_micro_batches]
         self.keys = keys
         self.ready = {k: env.event() for k in keys}
         self.mb_started = {k: env.event() for k in keys}
@@ -43,16 +54,16 @@ class InputWorkers:
         #: (start, end, step, micro_batch) of every transfer.
         self.spans: list[tuple[float, float, int, int]] = []
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: deliver micro-batches in order, at most one ahead of the wafer."""
-        env = self.env
+        env, cfg = self.env, self.settings
         for i, key in enumerate(self.keys):
             if i > 0:
                 yield self.mb_started[self.keys[i - 1]]
-            size = self.plan.micro_batches[key[1]] * self.bytes_per_sample
-            dt = self.cfg.latency_s + size / self.cfg.bandwidth_Bps
+            size = cfg.micro_batch_samples[key[1]] * self.bytes_per_sample
+            dt = cfg.latency_s + size / cfg.bandwidth_Bps
             yield env.timeout(dt)
             self.spans.append((env.now - dt, env.now, key[0], key[1]))
-            self.busy_s += size / self.cfg.bandwidth_Bps
+            self.busy_s += size / cfg.bandwidth_Bps
             self.bytes += size
             self.ready[key].succeed()

@@ -13,7 +13,9 @@ bandwidth ``B`` and latency ``h`` finishes at ``L (h + c/B) + (n - 1) c/B``.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
@@ -76,7 +78,7 @@ class Link:
         """Wire the store this link delivers into."""
         self.out = out
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: forward chunks for ever."""
         env, out = self.env, self.out
         assert out is not None, f"{self.name} is not connected"

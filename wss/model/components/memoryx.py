@@ -4,7 +4,7 @@ Three processes:
 
 * ``prefetch`` walks the stream order and reads chunks of flash-resident
   kernels from flash into a bounded DRAM staging area ahead of use (the
-  access order is known, seed 000/004);
+  access order is known ahead of time: Cerebras, "Weight Streaming" white paper, 2021);
 * ``stream`` walks the streamed passes in program order, waits where a pass
   depends on the previous step's update (the iteration boundary) or on a
   prefetch, reads each chunk from DRAM and sends it to SwarmX: per chunk
@@ -19,37 +19,84 @@ stream at their aggregate bandwidth.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
 import simpy
 
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.plan import Plan
 from wss.model.program import Pass
 
-__all__ = ["MemoryX"]
+__all__ = ["KernelStore", "MemoryXSettings", "MemoryX"]
+
+
+@dataclass(frozen=True)
+class KernelStore:
+    """What MemoryX knows of one streamed kernel.
+
+    ``stream_bytes`` go out per pass (to one wafer link) in ``n_chunks``
+    chunks; ``read_bytes`` are read from the kernel's ``tier`` ("dram" or
+    "flash") per pass.  A tied kernel streams its ``state_owner``'s weights
+    and adds its gradient into the owner's accumulator.
+    """
+
+    index: int
+    nnz: int
+    n_chunks: int
+    stream_bytes: float
+    read_bytes: float
+    tier: str
+    state_owner: int
+    shares_accumulator: bool
+
+    @property
+    def owns_state(self) -> bool:
+        return self.state_owner == self.index
+
+
+@dataclass(frozen=True)
+class MemoryXSettings:
+    """What MemoryX needs: its rates, its staging area and its kernels.
+
+    Rates are those of the part being modelled: all shards together when they
+    are folded into one stream.  ``latency_s`` is the hop from MemoryX to the
+    SwarmX root; ``micro_batches`` is the number of micro-batches per step
+    (the last one's gradient triggers the update).
+    """
+
+    dram_Bps: float
+    network_Bps: float
+    flash_read_Bps: float
+    latency_s: float
+    staging_bytes: float
+    micro_batches: int
+    kernels: tuple[KernelStore, ...]
+    name: str = "memoryx"
 
 
 class MemoryX:
-    """Folded MemoryX shards."""
+    """MemoryX (all shards folded into one stream by its settings' rates)."""
 
-    def __init__(self, env: simpy.Environment, plan: Plan, program: list[Pass], optimizer: OptimizerCoprocessor,
-                 flash_channel: simpy.Resource, latency_s: float):
-        mx = plan.scenario.hardware.memoryx
+    def __init__(self, env: simpy.Environment, settings: MemoryXSettings, program: list[Pass],
+                 optimizer: OptimizerCoprocessor, flash_channel: simpy.Resource):
         self.env = env
-        self.plan = plan
+        self.settings = settings
+        self.name = settings.name
+        self.kernels = settings.kernels
         self.program = program
         self.streamed = [p for p in program if p.streamed]
         self.optimizer = optimizer
         self.flash_channel = flash_channel
-        self.latency_s = latency_s
-        self.dram_Bps = mx.shards * mx.dram_bandwidth_Bps
-        self.net_Bps = mx.shards * mx.network_bandwidth_Bps
-        self.flash_read_Bps = mx.shards * mx.flash_read_bandwidth_Bps
+        self.latency_s = settings.latency_s
+        self.dram_Bps = settings.dram_Bps
+        self.net_Bps = settings.network_Bps
+        self.flash_read_Bps = settings.flash_read_Bps
         self.out: simpy.Store | None = None
         self.grad_inbox = simpy.Store(env)
-        self.staging = (
-            simpy.Container(env, capacity=plan.staging_bytes, init=plan.staging_bytes) if plan.staging_bytes else None
-        )
+        staging = settings.staging_bytes
+        self.staging = simpy.Container(env, capacity=staging, init=staging) if staging else None
         self.prefetched: dict[tuple[int, int], simpy.Event] = {}
         self.stream_busy_s = 0.0
         self.flash_busy_s = 0.0
@@ -61,6 +108,10 @@ class MemoryX:
         #: (start, end, pass_index, bytes) spans of streaming and of flash prefetch, when recording.
         self.stream_spans: list[tuple[float, float, int, float]] | None = None
         self.prefetch_spans: list[tuple[float, float, int, float]] | None = None
+
+    def _kernel(self, p: Pass) -> KernelStore:
+        assert p.kernel is not None
+        return self.kernels[p.kernel]
 
     def record(self) -> None:
         self.stream_spans, self.prefetch_spans = [], []
@@ -77,18 +128,19 @@ class MemoryX:
         assert self.staging is not None
         return min(read_bytes, self.staging.capacity)
 
-    def prefetch(self):
+    def prefetch(self) -> Generator[simpy.Event, Any, None]:
         """Process: read flash-resident chunks into DRAM staging, in stream order."""
-        env = self.env
+        env, staging = self.env, self.staging
+        assert staging is not None
         for p in self.streamed:
-            kp = self.plan.kernels[p.kernel]
+            kp = self._kernel(p)
             if kp.tier != "flash":
                 continue
             if p.waits_for_update:  # never read weights the optimizer is still updating
                 yield self.optimizer.done_event(kp.state_owner, p.step - 1)
             per_chunk = kp.read_bytes / kp.n_chunks
             for c in range(kp.n_chunks):
-                yield self.staging.get(self._staged(per_chunk))
+                yield staging.get(self._staged(per_chunk))
                 with self.flash_channel.request() as req:
                     yield req
                     dt = per_chunk / self.flash_read_Bps
@@ -99,12 +151,12 @@ class MemoryX:
                         self.prefetch_spans.append((env.now - dt, env.now, p.index, per_chunk))
                 self._prefetch_event((p.index, c)).succeed()
 
-    def stream(self):
+    def stream(self) -> Generator[simpy.Event, Any, None]:
         """Process: send every streamed pass's chunks down, in program order."""
         env, out = self.env, self.out
         assert out is not None
         for p in self.streamed:
-            kp = self.plan.kernels[p.kernel]
+            kp = self._kernel(p)
             n = kp.n_chunks
             cause, cause_wait, queued = "stream", 0.0, 0.0
             if p.waits_for_update:
@@ -136,15 +188,16 @@ class MemoryX:
                     self.stream_spans.append((env.now - dt, env.now, p.index, bytes_c))
                 self.bytes_read += read_c
                 if kp.tier == "flash":
+                    assert self.staging is not None
                     yield self.staging.put(self._staged(read_c))
                 chunk = Chunk(p.index, c, n, bytes_c, cause, cause_wait, queued, env.now + self.latency_s)
                 cause, cause_wait, queued = "stream", 0.0, 0.0
                 yield out.put(chunk)
 
-    def receive(self):
+    def receive(self) -> Generator[simpy.Event, Any, None]:
         """Process: collect summed gradient chunks; hand complete kernels to the optimizer."""
         env = self.env
-        n_mb = len(self.plan.micro_batches)
+        n_mb = self.settings.micro_batches
         while True:
             g = yield self.grad_inbox.get()
             if g.ready_at > env.now:
@@ -153,11 +206,11 @@ class MemoryX:
             if not g.last:
                 continue
             p = self.program[g.pass_index]
-            kp = self.plan.kernels[p.kernel]
+            kp = self._kernel(p)
             # A tied kernel's gradient adds into its owner's accumulator; the owner's last one updates.
             kind = "update" if p.micro_batch == n_mb - 1 and kp.owns_state else "accumulate"
-            first = p.micro_batch == 0 and not self.plan.shares_accumulator(p.kernel)
-            accumulated = n_mb > 1 or self.plan.shares_accumulator(p.kernel)
+            first = p.micro_batch == 0 and not kp.shares_accumulator
+            accumulated = n_mb > 1 or kp.shares_accumulator
             self.optimizer.submit(
-                UpdateJob(p.kernel, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now), first, accumulated
+                UpdateJob(kp.index, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now), first, accumulated
             )

@@ -3,10 +3,10 @@
 MemoryX receives each kernel's summed gradient and, once the last
 micro-batch's gradient has arrived, updates the kernel's weights and state:
 ``time = max(state bytes moved / tier bandwidth, optimizer FLOPs / FLOP
-rate)`` (DESIGN.md).  Earlier micro-batches' gradients are accumulated (read
-and write the fp32 gradient buffer, one add per weight).  Shards work on
-their slice of every kernel in parallel, so the folded coprocessor runs at
-the shards' aggregate rates.  Jobs run one at a time in arrival order.
+rate)``.  Earlier micro-batches' gradients are accumulated (read and write
+the fp32 gradient buffer, one add per weight).  Shards work on their slice of
+every kernel in parallel, so the folded coprocessor runs at the shards'
+aggregate rates.  Jobs run one at a time in arrival order.
 
 For a flash-resident kernel the state is read over the shared flash channel
 (contending with weight prefetch) and written back at the flash write rate.
@@ -14,14 +14,31 @@ For a flash-resident kernel the state is read over the shared flash channel
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
 from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
-from wss.model.scenario.hardware import MemoryXConfig
 
-__all__ = ["UpdateJob", "OptimizerCoprocessor"]
+__all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """What the optimizer coprocessor needs: its rates and the optimizer's per-parameter cost.
+
+    Rates are those of the part being modelled: all MemoryX shards together
+    when the shards are folded into one coprocessor.
+    """
+
+    dram_Bps: float
+    flash_read_Bps: float
+    flash_write_Bps: float
+    flops_per_s: float
+    cost: OptimizerCost
+    name: str = "memoryx.optimizer"
 
 
 @dataclass(eq=False)
@@ -47,24 +64,18 @@ class UpdateJob:
 
 
 class OptimizerCoprocessor:
-    """Folded optimizer coprocessors of all MemoryX shards."""
+    """The optimizer coprocessor (folded over the MemoryX shards by its settings' rates)."""
 
-    name = "memoryx.optimizer"
-
-    def __init__(
-        self,
-        env: simpy.Environment,
-        mx: MemoryXConfig,
-        cost: OptimizerCost,
-        flash_channel: simpy.Resource,
-    ):
+    def __init__(self, env: simpy.Environment, settings: OptimizerSettings, flash_channel: simpy.Resource):
         self.env = env
-        self.cost = cost
+        self.settings = settings
+        self.name = settings.name
+        self.cost = settings.cost
         self.flash_channel = flash_channel
-        self.dram_Bps = mx.shards * mx.dram_bandwidth_Bps
-        self.flash_read_Bps = mx.shards * mx.flash_read_bandwidth_Bps
-        self.flash_write_Bps = mx.shards * mx.flash_write_bandwidth_Bps
-        self.flops_rate = mx.shards * mx.optimizer_flops
+        self.dram_Bps = settings.dram_Bps
+        self.flash_read_Bps = settings.flash_read_Bps
+        self.flash_write_Bps = settings.flash_write_Bps
+        self.flops_rate = settings.flops_per_s
         self.queue = simpy.Store(env)
         self.done: dict[tuple[int, int], simpy.Event] = {}
         self.jobs: list[UpdateJob] = []
@@ -101,7 +112,7 @@ class OptimizerCoprocessor:
             job.flops = 0.0 if first else float(n)
         self.queue.put(job)
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: execute jobs in arrival order."""
         env = self.env
         while True:

@@ -22,13 +22,59 @@ exactly into compute and stalls:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import simpy
 
 from wss.model.components.links import Chunk
-from wss.model.plan import Plan
+from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
-__all__ = ["Wafer", "PassTiming"]
+__all__ = ["KernelWork", "WaferSettings", "Wafer", "PassTiming"]
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """What the wafer does for one streamed kernel.
+
+    ``cycles[tokens]`` are the kernel's forward and backward cycles on a
+    micro-batch of ``tokens`` tokens (from :mod:`wss.model.kernels.cycles`);
+    the weights arrive in ``n_chunks`` chunks and the backward pass sends
+    ``grad_bytes`` of weight gradients in as many chunks.
+    """
+
+    n_chunks: int
+    grad_bytes: float
+    cycles: Mapping[int, KernelCycles]
+
+
+@dataclass(frozen=True)
+class WaferSettings:
+    """What a wafer needs to execute the program.
+
+    Parameters
+    ----------
+    clock_Hz
+        Core clock: cycles become seconds at this rate.
+    kernels
+        One :class:`KernelWork` per streamed kernel, by kernel index.
+    op_seconds
+        ``(op position, tokens) -> (forward s, backward s)`` of each on-wafer
+        (non-weight) operation.
+    loss_op
+        Position of the last operation; its forward end is when the loss is known.
+    intake_chunks
+        Chunks the intake buffer holds (credit flow control).
+    """
+
+    clock_Hz: float
+    kernels: tuple[KernelWork, ...]
+    op_seconds: Mapping[tuple[int, int], tuple[float, float]]
+    loss_op: int
+    intake_chunks: int
+    name: str = "wafer"
 
 
 class PassTiming:
@@ -48,17 +94,16 @@ class PassTiming:
 
 
 class Wafer:
-    """The folded wafer: intake, compute, outlet."""
+    """A wafer (the representative one when wafers are folded): intake, compute, outlet."""
 
-    name = "wafer"
-
-    def __init__(self, env: simpy.Environment, plan: Plan, program: list[Pass], capacity: int,
+    def __init__(self, env: simpy.Environment, settings: WaferSettings, program: list[Pass],
                  input_ready: dict[tuple[int, int], simpy.Event], mb_started: dict[tuple[int, int], simpy.Event]):
         self.env = env
-        self.plan = plan
+        self.settings = settings
+        self.name = settings.name
         self.program = program
-        self.clock = plan.scenario.hardware.wafer.clock_Hz
-        self.intake = simpy.Store(env, capacity=capacity)
+        self.clock = settings.clock_Hz
+        self.intake = simpy.Store(env, capacity=settings.intake_chunks)
         self.outlet: simpy.Store | None = None
         self.input_ready = input_ready
         self.mb_started = mb_started
@@ -69,9 +114,9 @@ class Wafer:
         self.compute_s = 0.0
         self.loss_times: dict[tuple[int, int], float] = {}
         #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
-        self.on_micro_batch_start = None
+        self.on_micro_batch_start: Callable[[int, int], None] | None = None
         #: Called with the fraction of passes done after each pass (creates no SimPy events).
-        self.progress = None
+        self.progress: Callable[[float], None] | None = None
 
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet
@@ -85,7 +130,7 @@ class Wafer:
             timing.stall_s += b - a
             timing.stall_by[cause] = timing.stall_by.get(cause, 0.0) + b - a
 
-    def _compute(self, seconds: float, timing: PassTiming):
+    def _compute(self, seconds: float, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
         if seconds > 0:
             t0 = self.env.now
             yield self.env.timeout(seconds)
@@ -93,10 +138,9 @@ class Wafer:
             timing.compute_s += seconds
             self.compute_s += seconds
 
-    def run(self):
+    def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: execute the program."""
-        env, plan = self.env, self.plan
-        last_loss_op = len(plan.ops) - 1
+        env, cfg = self.env, self.settings
         for p in self.program:
             self._pass = p.index
             timing = PassTiming()
@@ -109,9 +153,9 @@ class Wafer:
                 yield self.input_ready[(p.step, p.micro_batch)]
                 self._wait(timing.start, "input", timing)
             if p.kernel is None:
-                fwd, bwd = plan.wafer_op_seconds[(p.op, p.tokens)]
+                fwd, bwd = cfg.op_seconds[(p.op, p.tokens)]
                 yield from self._compute(bwd if p.phase == "backward" else fwd, timing)
-                if p.op == last_loss_op and p.phase == "forward":
+                if p.op == cfg.loss_op and p.phase == "forward":
                     self.loss_times[(p.step, p.micro_batch)] = env.now
             else:
                 yield from self._kernel(p, timing)
@@ -119,14 +163,15 @@ class Wafer:
             if self.progress is not None:
                 self.progress((p.index + 1) / len(self.program))
 
-    def _kernel(self, p: Pass, timing: PassTiming):
-        env = self.env
-        kp = self.plan.kernels[p.kernel]
-        n = kp.n_chunks
+    def _kernel(self, p: Pass, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
+        env, outlet = self.env, self.outlet
+        assert p.kernel is not None and outlet is not None
+        work = self.settings.kernels[p.kernel]
+        n = work.n_chunks
         backward = p.phase == "backward"
-        cycles = kp.cycles[p.tokens]
+        cycles = work.cycles[p.tokens]
         per_chunk_cycles = (cycles.backward if backward else cycles.forward) / n
-        grad_c = kp.grad_bytes / n
+        grad_c = work.grad_bytes / n
         for c in range(n):
             if p.streamed:
                 t0 = env.now
@@ -139,7 +184,7 @@ class Wafer:
             timing.cycles += per_chunk_cycles
             if backward:
                 t0 = env.now
-                yield self.outlet.put(Chunk(p.index, c, n, grad_c, ready_at=env.now))
+                yield outlet.put(Chunk(p.index, c, n, grad_c, ready_at=env.now))
                 self._wait(t0, "stream", timing)
                 timing.bytes_out += grad_c
 
