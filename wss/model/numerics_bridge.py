@@ -74,7 +74,8 @@ def run_numerics(s: Scenario):
     # the Result and the summary says where it diverged, so numpy's overflow warnings are noise here.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         outcome = train(numerics_spec(s))
-    kernels = [op for op in expand_model(s.workload.model, s.workload.sparsity, s.seq_len) if isinstance(op, StreamedKernel)]
+    ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
+    kernels = [op for op in ops if isinstance(op, StreamedKernel)]
     profiles: dict[str, NnzProfile] = {}
     for k, cols, rows in zip(kernels, outcome.col_nnz, outcome.row_nnz):
         cols = np.asarray(cols, dtype=np.int64)

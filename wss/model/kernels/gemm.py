@@ -213,7 +213,7 @@ def _token_blocks(n_tokens: int):
 
 def _slices(plan: _Padded, n_tokens: int, itemsize: int) -> list[tuple[int, int, int]]:
     """``(segment, a, b)``: sorted rows ``a:b`` of one segment, one ``_CHUNK_BYTES`` gather each."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for j, w in enumerate(plan.width):
         a0, b0 = plan.bounds[j], plan.bounds[j + 1]
         step = max(1, _CHUNK_BYTES // max(1, w * n_tokens * itemsize))

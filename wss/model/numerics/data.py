@@ -87,6 +87,7 @@ def make_task(spec: NumericsSpec) -> Task:
     """The task of ``spec`` (same seed, same task)."""
     rng = stream_rng(spec.seed, STREAM_TASK)
     d, c = spec.layer_sizes[0], spec.n_classes
+    params: tuple[np.ndarray, ...]
     if spec.dataset == "teacher":
         k = min(LATENT_DIM, d)
         embed = rng.standard_normal((d, k)) / np.sqrt(k)

@@ -152,7 +152,7 @@ def forward_backward(
     delta = np.exp(log_probs)  # d(loss_sum)/d(logits) = softmax - onehot
     delta[labels, cols] -= 1
     delta *= delta.dtype.type(grad_scale)
-    grads = [None] * len(weights)
+    grads: list[np.ndarray] = [np.empty(0)] * len(weights)  # every entry is set below
     for l in range(len(weights) - 1, -1, -1):
         grads[l] = gemm.backward_weight(weights[l], inputs[l], delta)
         if l > 0:  # the wafer does not propagate deltas into the data

@@ -11,13 +11,19 @@ and the difference from a one-wafer run is only this reordering.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["tree_reduce", "DEFAULT_FAN_OUT"]
 
 DEFAULT_FAN_OUT = 4
 
-T = TypeVar("T")
+
+
+class _Addable(Protocol):
+    def __add__(self, other: Any, /) -> Any: ...
+
+
+T = TypeVar("T", bound=_Addable)
 
 
 def tree_reduce(items: Sequence[T], fan_out: int = DEFAULT_FAN_OUT) -> T:

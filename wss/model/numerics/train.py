@@ -60,6 +60,7 @@ def wafer_step(
         else:
             grads = tuple(a + b for a, b in zip(total.grads, r.grads, strict=True))
             total = ShardResult(total.loss_sum + r.loss_sum, total.n_correct + r.n_correct, grads)
+    assert total is not None  # array_split gives at least one part
     return total
 
 

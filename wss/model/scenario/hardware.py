@@ -30,7 +30,9 @@ class WaferConfig(Frozen):
         "not available to stored activations.",
     )
     clock_Hz: PosFloat = Field(description="Core clock in Hz.")
-    simd_width: PosInt = Field(description="FP16 FMAC lanes per core: an AXPY of n elements takes ceil(n / simd_width) cycles.")
+    simd_width: PosInt = Field(
+        description="FP16 FMAC lanes per core: an AXPY of n elements takes ceil(n / simd_width) cycles."
+    )
     hop_latency_cycles: NonNegFloat = Field(description="Cycles per mesh hop (router pipeline included).")
     io_bandwidth_Bps: PosFloat = Field(description="External I/O bandwidth in bytes/s, each direction.")
     partial_sum_overhead_cycles: NonNegFloat = Field(
@@ -69,7 +71,9 @@ class MemoryXConfig(Frozen):
     flash_capacity_bytes: NonNegFloat = Field(0.0, description="Flash per shard in bytes.")
     flash_read_bandwidth_Bps: PosFloat = Field(description="Flash read bandwidth per shard in bytes/s.")
     flash_write_bandwidth_Bps: PosFloat = Field(description="Flash write bandwidth per shard in bytes/s.")
-    network_bandwidth_Bps: PosFloat = Field(description="Network bandwidth per shard toward SwarmX, bytes/s each direction.")
+    network_bandwidth_Bps: PosFloat = Field(
+        description="Network bandwidth per shard toward SwarmX, bytes/s each direction."
+    )
     optimizer_flops: PosFloat = Field(description="Optimizer coprocessor FLOP/s per shard.")
     prefetch_buffer_fraction: UnitFraction = Field(
         0.25,

@@ -335,7 +335,8 @@ def _seq_len_checks(s: Scenario) -> list[FieldProblem]:
     tables = [(i, layer) for i, layer in enumerate(model.layers) if layer.kind == "embedding" and layer.max_positions]
     if not tables:
         return []
-    i, table = min(tables, key=lambda t: t[1].max_positions)
+    i, table = min(tables, key=lambda t: t[1].max_positions or 0)  # every table here has max_positions
+    assert seq is not None and table.max_positions is not None
     if seq <= table.max_positions:
         return []
     return [

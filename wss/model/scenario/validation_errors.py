@@ -41,7 +41,12 @@ _MESSAGES = {"extra_forbidden": "unknown field", "missing": "required field is m
 _VALIDATOR_PREFIXES = ("Value error, ", "Assertion failed, ")
 #: "layers.2: ..." - a validator naming the sub-field it is about.
 _RELATIVE_PATH = re.compile(r"^([A-Za-z_]\w*(?:\.\w+)*): (.+)$", re.DOTALL)
-_BOUNDS = ((annotated_types.Gt, "gt"), (annotated_types.Ge, "ge"), (annotated_types.Lt, "lt"), (annotated_types.Le, "le"))
+_BOUNDS = (
+    (annotated_types.Gt, "gt"),
+    (annotated_types.Ge, "ge"),
+    (annotated_types.Lt, "lt"),
+    (annotated_types.Le, "le"),
+)
 
 
 @dataclass(frozen=True)
@@ -220,11 +225,11 @@ def _merge(located: list[_Located]) -> list[FieldProblem]:
             groups[key] = []
             order.append(key)
         groups[key].append(item)
-    for key in order:
-        if isinstance(key, int):
-            out.append(_problem(located[key]))
+    for entry in order:
+        if isinstance(entry, int):
+            out.append(_problem(located[entry]))
             continue
-        items = groups[key]
+        items = groups[entry]
         inside = [it for it in items if it.branches[0].inside]
         if inside:
             # The input went into a branch (a mapping checked against a model): report that branch's errors.
@@ -234,7 +239,7 @@ def _merge(located: list[_Located]) -> list[FieldProblem]:
             continue
         first = items[0]
         accepted = " or ".join(_describe(m) for m in first.branches[0].members)
-        out.append(FieldProblem(".".join(key), f"must be {accepted}, got {_shown(first.err.get('input'))}"))
+        out.append(FieldProblem(".".join(entry), f"must be {accepted}, got {_shown(first.err.get('input'))}"))
     return out
 
 

@@ -49,7 +49,9 @@ class DenseLayer(_LayerBase):
     kind: Literal["dense"]
     in_features: PosInt = Field(description="Input features K.")
     out_features: PosInt = Field(description="Output features M.")
-    activation: Literal["relu", "gelu", "tanh", "none"] = Field("relu", description="Elementwise activation after the matmul.")
+    activation: Literal["relu", "gelu", "tanh", "none"] = Field(
+        "relu", description="Elementwise activation after the matmul."
+    )
 
 
 class EmbeddingLayer(_LayerBase):
@@ -131,7 +133,9 @@ class ModelConfig(Frozen):
             else:
                 k_in, k_out = layer.d_model, layer.vocab_size
             if width is not None and k_in is not None and k_in != width:
-                raise ValueError(f"layers.{i}: this {layer.kind} layer expects width {k_in} but the previous layer produces {width}")
+                raise ValueError(
+                    f"layers.{i}: this {layer.kind} layer expects width {k_in} but the previous layer produces {width}"
+                )
             width = k_out
         return self
 

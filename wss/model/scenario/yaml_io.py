@@ -51,10 +51,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
 
-_Loader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    lambda loader, node: _construct_mapping(loader, node, deep=True),
-)
+def _construct_unique_mapping(loader: _Loader, node: yaml.MappingNode) -> dict:
+    return _construct_mapping(loader, node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
 
 
 def safe_load_text(text: str, source: str) -> Any:

@@ -64,7 +64,7 @@ class StreamedKernel:
         """Expected non-zeros (exact for dense; the i.i.d. mask's mean otherwise)."""
         if self.density >= 1.0:
             return self.params
-        return int(round(self.params * self.density))
+        return round(self.params * self.density)
 
     def dense_flops_per_token(self) -> float:
         """Forward multiply-accumulate FLOPs per token if the kernel were dense."""
