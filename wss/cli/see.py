@@ -17,7 +17,6 @@ line and exits with 2.
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,7 +170,7 @@ def _folds(scenario: Any) -> bool:
     """Whether wss.simulate would fold micro-batches (then a recorded run is not byte-identical)."""
     from wss.model.plan import make_plan
 
-    return bool(getattr(make_plan(scenario), "fold_copies", 0))
+    return make_plan(scenario).fold_copies > 0
 
 
 def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded | None]:
@@ -181,21 +180,16 @@ def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded 
     not depend on ``--trace``/``--plots``.  When those are asked for, a run
     with recording is made too (it is the only run when the scenario does not
     fold micro-batches, since the two Results are then identical).  A
-    progress bar is drawn on a terminal if the core's ``simulate_detailed``
-    takes a ``progress`` callback.
+    progress bar is drawn on a terminal.
     """
     from wss.model.simulate import simulate_detailed
     from wss.views.progress import progress_bar
 
     quiet = getattr(args, "quiet", False)
-    takes_progress = "progress" in inspect.signature(simulate_detailed).parameters
 
     def run(record: bool, label: str) -> tuple[Result, Any]:
         with progress_bar(label, quiet=quiet) as bar:
-            kwargs: dict[str, Any] = {"record": record}
-            if takes_progress:
-                kwargs["progress"] = bar
-            return simulate_detailed(scenario, **kwargs)
+            return simulate_detailed(scenario, record=record, progress=bar)
 
     if not wants_cluster(args):
         return run(False, "simulate")[0], None

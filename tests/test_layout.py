@@ -1,0 +1,99 @@
+"""The package's layering and size rules, checked on the source (see docs/architecture.md).
+
+* data flows one way: ``wss.model`` imports nothing from ``views``, ``studies`` or ``cli``;
+  ``views`` import nothing from ``studies`` or ``cli``; ``studies`` nothing from ``cli``;
+* only ``wss.cli`` parses argv or exits: no ``sys.exit``/``argparse`` anywhere else;
+* components never see the Plan or the Scenario: they take their own settings;
+* no function in ``wss/`` is longer than 80 lines.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "wss"
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _layer(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else "root"
+
+
+def _imported(tree: ast.AST) -> set[str]:
+    """Every module named by an absolute import, anywhere in the file (lazy imports included)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+#: layer -> the wss layers it must not import
+FORBIDDEN = {
+    "model": ("wss.views", "wss.studies", "wss.cli"),
+    "views": ("wss.studies", "wss.cli"),
+    "studies": ("wss.cli",),
+}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_layers(path: Path):
+    forbidden = FORBIDDEN.get(_layer(path), ())
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = sorted(m for m in _imported(tree) if m.startswith(forbidden))
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}, against the layering"
+
+
+def test_no_relative_imports():
+    """Absolute imports only: a module's imports read the same wherever it moves."""
+    relative = [
+        f"{p.relative_to(PACKAGE)}:{n.lineno}"
+        for p in _modules()
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(n, ast.ImportFrom) and n.level > 0
+    ]
+    assert not relative, relative
+
+
+def test_only_the_cli_parses_arguments_or_exits():
+    offenders = []
+    for path in _modules():
+        if _layer(path) == "cli" or path.name == "__main__.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if "argparse" in _imported(tree):
+            offenders.append(f"{path.relative_to(PACKAGE)} imports argparse")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exit"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "sys"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls sys.exit")
+    assert not offenders, offenders
+
+
+def test_components_take_their_own_settings_not_the_plan():
+    for path in sorted((PACKAGE / "model" / "components").glob("*.py")):
+        imported = _imported(ast.parse(path.read_text(encoding="utf-8")))
+        bad = sorted(m for m in imported if m.startswith(("wss.model.plan", "wss.model.scenario")))
+        assert not bad, f"components/{path.name} imports {bad}: give it a settings object built in cluster.py"
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno is not None
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "split these into named steps: " + "; ".join(long)
