@@ -8,7 +8,7 @@ propagate so notebooks see the same message.
 
 from __future__ import annotations
 
-__all__ = ["WssError", "ScenarioError", "InfeasibleError", "FieldProblem"]
+__all__ = ["WssError", "ScenarioError", "InfeasibleError", "FieldProblem", "SimulationStalled"]
 
 from dataclasses import dataclass
 
@@ -58,3 +58,19 @@ class ScenarioError(WssError):
 
 class InfeasibleError(ScenarioError):
     """A valid scenario the machine cannot run (does not fit memory, SRAM, ...)."""
+
+
+class SimulationStalled(WssError):
+    """A run that stopped making progress: every part waits for another and no event is left.
+
+    This is a fault of the model (or a scenario it cannot represent), never a
+    wrong answer: the message names the simulated time, the wafer's place in the
+    program, and what each blocked part waits for.  The CLI exits with code 3.
+    """
+
+    def __init__(self, when: str, waits: list[str]):
+        self.when = when
+        self.waits = tuple(waits)
+        lines = [f"the simulation stopped making progress {when}; nothing can move:"]
+        lines += [f"  - {w}" for w in waits]
+        super().__init__("\n".join(lines))

@@ -21,8 +21,8 @@ from types import ModuleType
 
 from wss._version import __version__
 from wss.cli import check, fidelity, see, simulate, sweep
-from wss.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, print_error, relabel
-from wss.errors import WssError
+from wss.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STALLED, print_error, relabel
+from wss.errors import SimulationStalled, WssError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = _owner(args.command).run(args)
+    except SimulationStalled as exc:
+        print_error(str(exc))
+        return EXIT_STALLED
     except WssError as exc:
         print_error(relabel(exc, getattr(args, "scenario", None)))
         return EXIT_BAD_INPUT

@@ -8,6 +8,9 @@ Exit codes, for every command:
 * ``2`` bad input: a scenario that cannot be read, does not validate or does
   not fit the machine, an output path that cannot be written, a bad option;
   one line (or one list of problems) on stderr, never a traceback;
+* ``3`` the simulation stopped making progress (a deadlock in the model, see
+  :class:`~wss.errors.SimulationStalled`): the message names each blocked part
+  and what it waits for;
 * ``130`` interrupted with Ctrl-C.
 """
 
@@ -23,6 +26,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_FAILED",
     "EXIT_BAD_INPUT",
+    "EXIT_STALLED",
     "EXIT_INTERRUPTED",
     "print_error",
     "relabel",
@@ -34,6 +38,7 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_STALLED = 3
 EXIT_INTERRUPTED = 130
 
 

@@ -33,6 +33,7 @@ from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import Plan
 from wss.model.program import Pass, build_program
 from wss.model.scenario import PRECISION_BYTES
+from wss.model.stall import run_or_explain
 
 __all__ = [
     "Cluster",
@@ -89,6 +90,27 @@ class Cluster:
         stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.memoryx.grad_inbox]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged)
+
+    def wait_context(self) -> tuple[dict[int, str], str]:
+        """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
+        names: dict[int, str] = {id(link.inbox): f"the inbox of {link.name}" for link in self.links()}
+        names[id(self.wafer.intake)] = "the wafer's intake"
+        names[id(self.memoryx.grad_inbox)] = "MemoryX's gradient inbox"
+        names[id(self.optimizer.queue)] = "the optimizer's job queue"
+        names[id(self.flash_channel)] = "the flash channel"
+        if self.memoryx.staging is not None:
+            names[id(self.memoryx.staging)] = "MemoryX's DRAM staging area"
+        for (kernel, step), ev in self.optimizer.done.items():
+            names[id(ev)] = f"the update of kernel {self.plan.kernels[kernel].kernel.name} in step {step}"
+        for (pass_index, chunk), ev in self.memoryx.prefetched.items():
+            names[id(ev)] = f"the flash prefetch of chunk {chunk} of pass {pass_index}"
+        for (step, mb), ev in self.inputs.ready.items():
+            names[id(ev)] = f"the input data of step {step}, micro-batch {mb}"
+        for (step, mb), ev in self.inputs.mb_started.items():
+            names[id(ev)] = f"the wafer to start step {step}, micro-batch {mb}"
+        where = (f"the wafer in pass {self.wafer.current_pass + 1} of {len(self.program)}"
+                 if self.wafer.current_pass >= 0 else "before the wafer's first pass")
+        return names, where
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
@@ -231,17 +253,23 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     """
     cluster = build_cluster(plan, record, progress)
     env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
-    for proc in (memoryx.stream(), memoryx.receive(), optimizer.run(), cluster.memoryx_in.run(),
-                 cluster.inputs.run(), *cluster.swarmx.processes()):
-        env.process(proc)
-    if plan.staging_bytes:
-        env.process(memoryx.prefetch())
-    done = env.process(cluster.wafer.run())
-    env.run(until=done)
+    # Start order matters: SimPy runs events due at the same time in the order they were scheduled.
+    processes = {
+        "memoryx.stream": env.process(memoryx.stream()),
+        "memoryx.receive": env.process(memoryx.receive()),
+        optimizer.name: env.process(optimizer.run()),
+        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
+        cluster.inputs.name: env.process(cluster.inputs.run()),
+        **{link.name: env.process(link.run()) for link in (*cluster.swarmx.down, *cluster.swarmx.up)},
+    }
+    if memoryx.staging is not None:
+        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
+    processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
+    run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
     last_step = plan.scenario.training.steps - 1
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
-    env.run(until=env.all_of(finals))
+    run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
     if plan.fold_copies:
         cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,

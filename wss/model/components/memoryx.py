@@ -19,6 +19,7 @@ stream at their aggregate bandwidth.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -95,8 +96,14 @@ class MemoryX:
         self.flash_read_Bps = settings.flash_read_Bps
         self.out: simpy.Store | None = None
         self.grad_inbox = simpy.Store(env)
-        staging = settings.staging_bytes
-        self.staging = simpy.Container(env, capacity=staging, init=staging) if staging else None
+        # The staging area counts whole bytes: with float levels, rounding in the sum of gets and puts can
+        # leave a put that "exceeds" the capacity by 1e-6 B blocked for ever.
+        staging = int(settings.staging_bytes)
+        self.staging = simpy.Container(env, capacity=staging, init=staging) if staging > 0 else None
+        #: whole bytes of DRAM staging one chunk of each flash-resident kernel holds (same for get and put)
+        self.staged_chunk_bytes = {
+            k.index: min(math.ceil(k.read_bytes / k.n_chunks), staging) for k in settings.kernels if k.tier == "flash"
+        }
         self.prefetched: dict[tuple[int, int], simpy.Event] = {}
         self.stream_busy_s = 0.0
         self.flash_busy_s = 0.0
@@ -124,9 +131,6 @@ class MemoryX:
             self.prefetched[key] = self.env.event()
         return self.prefetched[key]
 
-    def _staged(self, read_bytes: float) -> float:
-        assert self.staging is not None
-        return min(read_bytes, self.staging.capacity)
 
     def prefetch(self) -> Generator[simpy.Event, Any, None]:
         """Process: read flash-resident chunks into DRAM staging, in stream order."""
@@ -140,7 +144,7 @@ class MemoryX:
                 yield self.optimizer.done_event(kp.state_owner, p.step - 1)
             per_chunk = kp.read_bytes / kp.n_chunks
             for c in range(kp.n_chunks):
-                yield staging.get(self._staged(per_chunk))
+                yield staging.get(self.staged_chunk_bytes[kp.index])
                 with self.flash_channel.request() as req:
                     yield req
                     dt = per_chunk / self.flash_read_Bps
@@ -189,7 +193,7 @@ class MemoryX:
                 self.bytes_read += read_c
                 if kp.tier == "flash":
                     assert self.staging is not None
-                    yield self.staging.put(self._staged(read_c))
+                    yield self.staging.put(self.staged_chunk_bytes[kp.index])
                 chunk = Chunk(p.index, c, n, bytes_c, cause, cause_wait, queued, env.now + self.latency_s)
                 cause, cause_wait, queued = "stream", 0.0, 0.0
                 yield out.put(chunk)

@@ -12,9 +12,7 @@ of every reduction, so the representative chain follows the busiest wafer.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import simpy
 
@@ -72,7 +70,3 @@ class SwarmX:
         if level == self.levels:
             return wafers
         return self.nodes_per_level[level]  # children of level `level` are the nodes of level+1
-
-    def processes(self) -> Iterator[Generator[simpy.Event, Any, None]]:
-        for link in self.down + self.up:
-            yield link.run()

@@ -118,6 +118,11 @@ class Wafer:
         #: Called with the fraction of passes done after each pass (creates no SimPy events).
         self.progress: Callable[[float], None] | None = None
 
+    @property
+    def current_pass(self) -> int:
+        """Index of the pass the wafer is in (-1 before the first)."""
+        return self._pass
+
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet
 
