@@ -88,7 +88,9 @@ class Estimate(BaseModel):
         "their term (as Result.pacing_s)."
     )
     bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
-    terms_s: dict[str, float] = Field(description="The model's additive terms per step (see TERMS); sum to step_time_s.")
+    terms_s: dict[str, float] = Field(
+        description="The model's additive terms per step (see TERMS); sum to step_time_s."
+    )
     stream_bottleneck: str = Field(description="Slowest stage on the first kernel's way down (memoryx or swarmx.lN).")
     micro_batches: int = Field(description="Micro-batches per step on the busiest wafer.")
     tokens_per_sample: int = Field(description="Tokens in one sample (1 for feature models).")
@@ -433,7 +435,9 @@ class _Model:
             per_sample = self.plan.kernels[0].kernel.in_features * PRECISION_BYTES[s.training.activation_precision]
         return inp.latency_s + self.plan.micro_batches[micro_batch] * per_sample / inp.bandwidth_Bps
 
-    def _fifo(self, its: list[_Item], sw: _Sweep, kind: tuple[str, int], svc: list[float]) -> tuple[float, float, float]:
+    def _fifo(
+        self, its: list[_Item], sw: _Sweep, kind: tuple[str, int], svc: list[float]
+    ) -> tuple[float, float, float]:
         """One micro-batch's optimizer jobs, in arrival order: (max_j a_j - sum_{i<j} s_i, sum s, last a)."""
         key = (id(sw), kind)
         if key not in self._fifo_memo:
