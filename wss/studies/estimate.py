@@ -203,7 +203,7 @@ def _job_s(path: _Path, plan: Plan, kp: KernelPlan, kind: str, micro_batch: int)
     cost = plan.optimizer
     if kind == "update":
         accumulating = len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index)
-        read = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
+        read: float = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
         write = n * SCALAR_BYTES * cost.write_scalars
         flops = n * cost.flops
     else:
@@ -312,8 +312,12 @@ def _caps(items: list[_Item]) -> tuple[list[float], list[float]]:
     first chunk on (the cap of the lead), and the gradient work up to the slowest stage up
     ending with its last gradient chunk (the cap of the lag).  Buffers count chunks, so with
     chunks of different sizes the caps follow the chunks actually queued."""
-    down_t, down_k, up_t, up_k = [], [], [], []
-    starts_down, ends_up = [], []
+    down_t: list[float] = []
+    up_t: list[float] = []
+    down_k: list[int] = []
+    up_k: list[int] = []
+    starts_down: list[int] = []
+    ends_up: list[int] = []
     for it in items:
         starts_down.append(len(down_t))
         if it.chunks:
