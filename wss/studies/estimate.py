@@ -1,10 +1,32 @@
 """Closed-form step-time estimate: the simulator's machine, from the same Plan, without SimPy.
 
-``wss.studies.estimate.estimate(scenario) -> Estimate`` is a second, independent model of one training
-step.  It reads only the static figures of :func:`wss.model.plan.make_plan` (bytes, chunks, cycles,
-tiers, micro-batches, tree depth, optimizer costs) and adds them up, in milliseconds of wall
-time where the simulator takes seconds; a sweep can use it as a cheap fidelity level.  It never
-simulates.  docs/fidelity.md derives every term and compares the result with the simulator.
+``wss.studies.estimate.estimate(scenario) -> Estimate`` times one training step in milliseconds
+of wall time where the simulator takes seconds; a sweep can use it as a cheap fidelity level.  It
+never simulates.  docs/fidelity.md derives every term and compares the result with the simulator.
+
+It is a second model of the *timing* of the simulator's machine, not an independent model of the
+machine.  What it shares with the simulator:
+
+* **imported**: the plan (:func:`wss.model.plan.make_plan`: the ops, each kernel's streamed,
+  gradient and MemoryX-read bytes, chunks, tier, non-zeros, tied-state owner and cycles per
+  micro-batch size from the cycle model; the non-weight ops' seconds; the micro-batches; the tree
+  depth; the optimizer's per-parameter costs), the scenario's hardware figures, the byte constants
+  (fp32 state scalars, token ids, precisions), and the pacing rule
+  (:func:`wss.model.results.pass_pacing`, :func:`~wss.model.results.bound_category`);
+* **written again after the simulator's rules**: the pass order (:mod:`wss.model.program`), the
+  per-stage costs (a MemoryX chunk takes ``max(read / DRAM, sent / network)``, a link
+  ``bytes / bandwidth`` plus a hop latency with the leaf edge capped by the wafer's I/O, an
+  optimizer job the coprocessor's formula, an input ``latency + bytes / bandwidth``), and the
+  buffer-credit layout (``simulation.buffer_chunks`` chunks waiting at each level and at the
+  wafer's intake, one in serialisation), which sets the caps and the credit pacing below.
+
+What it replaces by closed forms is the event-driven part: how the stream overlaps compute, chunks
+queue stage by stage, credits flow back, the optimizer queues its jobs, the flash channel is shared,
+steps meet at the iteration boundary, and identical micro-batches are folded.  Agreement with the
+simulator checks those mechanics given the same plan (and a slip in either copy of a rewritten
+rule).  It cannot catch an error in the plan, the cycle model, the byte counts, the per-stage cost
+rules or the pacing definition, which both use; compute agrees by construction (both add the
+plan's cycles), so its agreement shows only that every pass ran once.
 
 Per pass (forward, block recompute and backward of every kernel, in every micro-batch):
 
@@ -240,8 +262,10 @@ class _Item:
 
 def _items(plan: Plan, path: _Path, ways: list[_Way], tokens: int) -> list[_Item]:
     """The passes of one micro-batch in execution order: forward 1..L, then backward L..1 with each
-    checkpointed block recomputed just before its backward (written from DESIGN.md, independently
-    of wss.program)."""
+    checkpointed block recomputed just before its backward.
+
+    The rule of :mod:`wss.model.program`, written again rather than imported, so that a slip in
+    either copy shows as a disagreement."""
     clock = plan.scenario.hardware.wafer.clock_Hz
     retain = plan.scenario.training.retain_output_layer
     recompute = plan.checkpointing == "blocks"
