@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -63,7 +63,7 @@ __all__ = [
     "format_table",
 ]
 
-FORMAT = "wss-baseline/1"
+FORMAT: Final = "wss-baseline/1"
 
 #: Verdicts.  REGRESSED and MISSING fail a check; the others are listed but do not fail it.
 OK = "ok"
@@ -247,6 +247,8 @@ def load_baseline(path: str | Path, scenario_path: str | Path | None = None) -> 
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts and lists as one dict of dotted paths (list items by index) to leaf values."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):

@@ -1,10 +1,32 @@
 """Closed-form step-time estimate: the simulator's machine, from the same Plan, without SimPy.
 
-``wss.studies.estimate.estimate(scenario) -> Estimate`` is a second, independent model of one training
-step.  It reads only the static figures of :func:`wss.model.plan.make_plan` (bytes, chunks, cycles,
-tiers, micro-batches, tree depth, optimizer costs) and adds them up, in milliseconds of wall
-time where the simulator takes seconds; a sweep can use it as a cheap fidelity level.  It never
-simulates.  docs/fidelity.md derives every term and compares the result with the simulator.
+``wss.studies.estimate.estimate(scenario) -> Estimate`` times one training step in milliseconds
+of wall time where the simulator takes seconds; a sweep can use it as a cheap fidelity level.  It
+never simulates.  docs/fidelity.md derives every term and compares the result with the simulator.
+
+It is a second model of the *timing* of the simulator's machine, not an independent model of the
+machine.  What it shares with the simulator:
+
+* **imported**: the plan (:func:`wss.model.plan.make_plan`: the ops, each kernel's streamed,
+  gradient and MemoryX-read bytes, chunks, tier, non-zeros, tied-state owner and cycles per
+  micro-batch size from the cycle model; the non-weight ops' seconds; the micro-batches; the tree
+  depth; the optimizer's per-parameter costs), the scenario's hardware figures, the byte constants
+  (fp32 state scalars, token ids, precisions), and the pacing rule
+  (:func:`wss.model.results.pass_pacing`, :func:`~wss.model.results.bound_category`);
+* **written again after the simulator's rules**: the pass order (:mod:`wss.model.program`), the
+  per-stage costs (a MemoryX chunk takes ``max(read / DRAM, sent / network)``, a link
+  ``bytes / bandwidth`` plus a hop latency with the leaf edge capped by the wafer's I/O, an
+  optimizer job the coprocessor's formula, an input ``latency + bytes / bandwidth``), and the
+  buffer-credit layout (``simulation.buffer_chunks`` chunks waiting at each level and at the
+  wafer's intake, one in serialisation), which sets the caps and the credit pacing below.
+
+What it replaces by closed forms is the event-driven part: how the stream overlaps compute, chunks
+queue stage by stage, credits flow back, the optimizer queues its jobs, the flash channel is shared,
+steps meet at the iteration boundary, and identical micro-batches are folded.  Agreement with the
+simulator checks those mechanics given the same plan (and a slip in either copy of a rewritten
+rule).  It cannot catch an error in the plan, the cycle model, the byte counts, the per-stage cost
+rules or the pacing definition, which both use; compute agrees by construction (both add the
+plan's cycles), so its agreement shows only that every pass ran once.
 
 Per pass (forward, block recompute and backward of every kernel, in every micro-batch):
 
@@ -88,7 +110,9 @@ class Estimate(BaseModel):
         "their term (as Result.pacing_s)."
     )
     bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")
-    terms_s: dict[str, float] = Field(description="The model's additive terms per step (see TERMS); sum to step_time_s.")
+    terms_s: dict[str, float] = Field(
+        description="The model's additive terms per step (see TERMS); sum to step_time_s."
+    )
     stream_bottleneck: str = Field(description="Slowest stage on the first kernel's way down (memoryx or swarmx.lN).")
     micro_batches: int = Field(description="Micro-batches per step on the busiest wafer.")
     tokens_per_sample: int = Field(description="Tokens in one sample (1 for feature models).")
@@ -201,7 +225,7 @@ def _job_s(path: _Path, plan: Plan, kp: KernelPlan, kind: str, micro_batch: int)
     cost = plan.optimizer
     if kind == "update":
         accumulating = len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index)
-        read = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
+        read: float = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
         write = n * SCALAR_BYTES * cost.write_scalars
         flops = n * cost.flops
     else:
@@ -238,8 +262,10 @@ class _Item:
 
 def _items(plan: Plan, path: _Path, ways: list[_Way], tokens: int) -> list[_Item]:
     """The passes of one micro-batch in execution order: forward 1..L, then backward L..1 with each
-    checkpointed block recomputed just before its backward (written from DESIGN.md, independently
-    of wss.program)."""
+    checkpointed block recomputed just before its backward.
+
+    The rule of :mod:`wss.model.program`, written again rather than imported, so that a slip in
+    either copy shows as a disagreement."""
     clock = plan.scenario.hardware.wafer.clock_Hz
     retain = plan.scenario.training.retain_output_layer
     recompute = plan.checkpointing == "blocks"
@@ -310,8 +336,12 @@ def _caps(items: list[_Item]) -> tuple[list[float], list[float]]:
     first chunk on (the cap of the lead), and the gradient work up to the slowest stage up
     ending with its last gradient chunk (the cap of the lag).  Buffers count chunks, so with
     chunks of different sizes the caps follow the chunks actually queued."""
-    down_t, down_k, up_t, up_k = [], [], [], []
-    starts_down, ends_up = [], []
+    down_t: list[float] = []
+    up_t: list[float] = []
+    down_k: list[int] = []
+    up_k: list[int] = []
+    starts_down: list[int] = []
+    ends_up: list[int] = []
     for it in items:
         starts_down.append(len(down_t))
         if it.chunks:
@@ -433,7 +463,9 @@ class _Model:
             per_sample = self.plan.kernels[0].kernel.in_features * PRECISION_BYTES[s.training.activation_precision]
         return inp.latency_s + self.plan.micro_batches[micro_batch] * per_sample / inp.bandwidth_Bps
 
-    def _fifo(self, its: list[_Item], sw: _Sweep, kind: tuple[str, int], svc: list[float]) -> tuple[float, float, float]:
+    def _fifo(
+        self, its: list[_Item], sw: _Sweep, kind: tuple[str, int], svc: list[float]
+    ) -> tuple[float, float, float]:
         """One micro-batch's optimizer jobs, in arrival order: (max_j a_j - sum_{i<j} s_i, sum s, last a)."""
         key = (id(sw), kind)
         if key not in self._fifo_memo:
@@ -445,15 +477,13 @@ class _Model:
             self._fifo_memo[key] = (best, done, jobs[-1][1])
         return self._fifo_memo[key]
 
-    def step(self, lead: float) -> _Step:
-        """One step whose first pass finds ``lead`` seconds of its stream already done."""
-        plan, path = self.plan, self.path
-        n_mb = len(plan.micro_batches)
+    def _micro_batches(self, lead: float) -> tuple[list[tuple[list[_Item], _Sweep]], list[float]]:
+        """Each micro-batch's passes and sweep, and its wait for input, for a step starting with ``lead``."""
         lag = 0.0
         runs: list[tuple[list[_Item], _Sweep]] = []
         waits: list[float] = []
-        for m, mb in enumerate(plan.micro_batches):
-            tokens = mb * plan.tokens_per_sample
+        for m, mb in enumerate(self.plan.micro_batches):
+            tokens = mb * self.plan.tokens_per_sample
             its, caps = self.items(tokens)
             # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1.
             wait = max(0.0, self.input_s(m) - runs[-1][1].duration) if m else 0.0
@@ -469,17 +499,17 @@ class _Model:
             tol = 1e-12 * sw.duration
             lead = lead if abs(sw.lead_out - lead) <= tol else sw.lead_out
             lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
-        passes = sum(sw.duration for _, sw in runs)
-        compute = sum(sw.compute for _, sw in runs)
+        return runs, waits
 
-        # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
-        channel = sum(sw.flash for _, sw in runs)
-        acc_read = [sum(_job_s(path, plan, kp, "accumulate", m)[1] for kp in plan.kernels) for m in (0, 1)]
-        channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
+    def _optimizer(self, runs: list[tuple[list[_Item], _Sweep]], waits: list[float]) -> tuple[float, float, float]:
+        """The step's drain, the first kernel's own update and the optimizer's queue ahead of it.
 
-        # Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
-        # optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
-        # queue); the first kernel's update, the last job, ends the step.
+        Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
+        optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
+        queue); the first kernel's update, the last job, ends the step.
+        """
+        plan, path = self.plan, self.path
+        n_mb = len(plan.micro_batches)
         services = {kind: [_job_s(path, plan, kp, kind[0] if kp.owns_state else "accumulate", kind[1])[0]
                            for kp in plan.kernels]
                     for kind in {("accumulate", min(m, 1)) for m in range(n_mb - 1)} | {("update", n_mb - 1)}}
@@ -498,6 +528,22 @@ class _Model:
         drain = arrival - start
         queue = free - arrival - own
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
+        return drain, own, queue
+
+    def step(self, lead: float) -> _Step:
+        """One step whose first pass finds ``lead`` seconds of its stream already done."""
+        plan, path = self.plan, self.path
+        n_mb = len(plan.micro_batches)
+        runs, waits = self._micro_batches(lead)
+        passes = sum(sw.duration for _, sw in runs)
+        compute = sum(sw.compute for _, sw in runs)
+
+        # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
+        channel = sum(sw.flash for _, sw in runs)
+        acc_read = [sum(_job_s(path, plan, kp, "accumulate", m)[1] for kp in plan.kernels) for m in (0, 1)]
+        channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
+
+        drain, own, queue = self._optimizer(runs, waits)
         # After the channel's last read (the last flash-resident update), the optimizer still writes
         # that kernel and updates the DRAM-resident kernels queued behind it.
         updates = [
@@ -516,16 +562,29 @@ class _Model:
         return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), last, paced)
 
 
-def estimate_plan(plan: Plan) -> Estimate:
-    """Estimate from an existing plan (see :func:`estimate`)."""
-    s = plan.scenario
-    model = _Model(plan)
-    way = model.ways[0]
-    n_steps = s.training.steps
+# ----------------------------------------------------------------------------------------- the run
 
-    # The run's first micro-batch waits for its input while the stream starts: the fill hides
-    # under the wait and the stream gets a head start (as far as the buffers allow).  Later
-    # steps' first inputs arrive during the previous step.
+
+@dataclass(frozen=True)
+class _Run:
+    """The run's first step and every later one, and the waits at their starts."""
+
+    opening: _Step
+    later: _Step
+    input_wait: float  # the first input's transfer (the run's first micro-batch waits for all of it)
+    late_input: float  # how long a later step's first micro-batch waits for its input
+    fill_open: float  # the part of the first step's fill not hidden under its input wait
+    fill: float  # a later step's fill
+
+
+def _run(model: _Model, n_steps: int) -> _Run:
+    """Estimate the opening step and a later one.
+
+    The run's first micro-batch waits for its input while the stream starts: the fill hides
+    under the wait and the stream gets a head start (as far as the buffers allow).  Later
+    steps' first inputs arrive during the previous step.
+    """
+    plan, way = model.plan, model.ways[0]
     input_wait = model.input_s(0)
     caps = model.items(plan.micro_batches[0] * plan.tokens_per_sample)[1]
     head = min(max(0.0, input_wait - way.fill_s), caps[0][0])
@@ -537,25 +596,31 @@ def estimate_plan(plan: Plan) -> Estimate:
     late_input = max(0.0, input_wait - later.last_micro_batch - boundary) if n_steps > 1 else 0.0
     if late_input:
         later = model.step(min(late_input, caps[0][0]))
+    return _Run(opening, later, input_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
+
+
+def _flash_excess(st: _Step, start: float) -> float:
+    """How far the flash channel's work (and the updates left after it) outlasts a step starting at ``start``."""
+    rest = start + st.input_wait + st.passes + st.drain + st.update + st.queue
+    return max(0.0, st.channel + st.after_channel - rest)
+
+
+def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """The mean step's terms (TERMS), breakdown and pacing (BREAKDOWN_CATEGORIES), over ``n_steps`` steps."""
+    opening, later = run.opening, run.later
 
     def mean(first_step: float, other: float) -> float:
         return (first_step + (n_steps - 1) * other) / n_steps
 
-    def flash_excess(st: _Step, start: float) -> float:
-        """How far the flash channel's work (and the updates left after it) outlasts the step."""
-        rest = start + st.input_wait + st.passes + st.drain + st.update + st.queue
-        return max(0.0, st.channel + st.after_channel - rest)
-
-    fill_open = max(0.0, way.fill_s - input_wait)
     passes = mean(opening.passes, later.passes)
     compute = mean(opening.compute, later.compute)
     flash_wait = mean(opening.flash_wait, later.flash_wait)
-    fill = mean(fill_open, way.fill_s)
+    fill = mean(run.fill_open, run.fill)
     drain = mean(opening.drain, later.drain)
     update = mean(opening.update, later.update)
     queue = mean(opening.queue, later.queue)
-    flash = mean(flash_excess(opening, input_wait + fill_open), flash_excess(later, way.fill_s))
-    input_s = mean(input_wait, late_input) + mean(opening.input_wait, later.input_wait)
+    flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
+    input_s = mean(run.input_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
     terms = {
         "passes": passes,
         "fill": fill,
@@ -573,11 +638,19 @@ def estimate_plan(plan: Plan) -> Estimate:
         "bubble": fill + drain + update,
         "input": input_s,
     }
-    step = sum(terms.values())
     pacing = {c: mean(opening.paced[c], later.paced[c]) for c in BREAKDOWN_CATEGORIES}
     for c in ("flash", "optimizer", "bubble", "input"):  # the terms outside the passes pace themselves
         pacing[c] += breakdown[c] - (flash_wait if c == "flash" else 0.0)
-    bound_by = bound_category(pacing)
+    return terms, breakdown, pacing
+
+
+def estimate_plan(plan: Plan) -> Estimate:
+    """Estimate from an existing plan (see :func:`estimate`)."""
+    s = plan.scenario
+    model = _Model(plan)
+    way = model.ways[0]
+    terms, breakdown, pacing = _per_step(_run(model, s.training.steps), s.training.steps)
+    step = sum(terms.values())
     samples = s.training.global_batch
     return Estimate(
         scenario_name=s.name,
@@ -586,7 +659,7 @@ def estimate_plan(plan: Plan) -> Estimate:
         tokens_per_s=samples * plan.tokens_per_sample / step,
         breakdown_s=breakdown,
         pacing_s=pacing,
-        bound_by=bound_by,
+        bound_by=bound_category(pacing),
         terms_s=terms,
         stream_bottleneck=way.bottleneck,
         micro_batches=len(plan.micro_batches),

@@ -1,6 +1,6 @@
 """Design-space sweeps: many scenarios in parallel, one row each in a DataFrame.
 
->>> from wss.sweep import sweep
+>>> from wss.studies.sweep import sweep
 >>> df = sweep("scenarios/gpt3_175b.yaml",
 ...            {"hardware.wafers": [1, 2, 4, 8], "workload.model": ["gpt3-1.3b", "gpt3-175b"]})
 
@@ -37,7 +37,7 @@ import numbers
 import os
 import queue
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -103,8 +103,14 @@ class SweepProgress(NamedTuple):
 
 @dataclass(frozen=True)
 class _Axis:
+    """Keys varied together, and the tuple of their values at each position on the axis."""
+
     keys: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
+
+
+#: One point of a sweep: its overrides, and the index of its value on every axis.
+_Point = tuple[dict[str, Any], tuple[int, ...]]
 
 
 # --------------------------------------------------------------------------- points
@@ -148,7 +154,7 @@ def expand_points(vary: Mapping[Any, Sequence[Any]] | None, zip: bool = False) -
     return [p for p, _ in _points(_axes(vary, zip))]
 
 
-def _points(axes: list[_Axis]) -> list[tuple[dict[str, Any], tuple[int, ...]]]:
+def _points(axes: list[_Axis]) -> list[_Point]:
     """Each point's overrides and the index of its value on every axis."""
     out = []
     for idx in itertools.product(*(range(len(ax.values)) for ax in axes)):
@@ -192,6 +198,7 @@ def scenario_key(scenario: Scenario, fidelity: str = "simulate") -> str:
 
 
 def _estimator() -> Callable[[Scenario], Any]:
+    """:func:`wss.studies.estimate.estimate`, imported when a point first needs it."""
     from wss.studies.estimate import estimate
 
     return estimate
@@ -466,8 +473,8 @@ def sweep(
     progress
         Called with a :class:`SweepProgress` after each point.
     fidelity
-        ``"simulate"`` (the discrete-event model) or ``"estimate"`` (the analytical
-        estimator ``wss.estimate``, where installed).
+        ``"simulate"`` (the discrete-event model) or ``"estimate"`` (the closed-form
+        estimate of :mod:`wss.studies.estimate`, milliseconds a point).
     overrides
         Dotted keys set on every point before the varied ones.
     baseline
@@ -485,10 +492,20 @@ def sweep(
         ``efficiency``, ``fidelity``, ``key`` and ``cached``.  Rows are in point
         order whatever the executor.
     """
+    _check_arguments(base, fidelity, executor, workers)
+    axes = _axes(vary, zip)
+    points = _points(axes)
+    _check_baseline(baseline, axes)  # before hours of points, not after
+    run = _SweepRun(base, dict(overrides or {}), fidelity, Path(out) if out is not None else None, points, progress)
+    source = str(base) if isinstance(base, (str, Path)) else None
+    _run_tasks(run.tasks(), fidelity, executor, workers, address, run.on_done, source)
+    return _frame(run.rows, axes, points, baseline)
+
+
+def _check_arguments(base: Any, fidelity: str, executor: Any, workers: int | None) -> None:
+    """Raise SweepError for a fidelity, executor, worker count or scenario file that cannot be run."""
     if fidelity not in FIDELITIES:
         raise SweepError(f"fidelity must be one of {', '.join(FIDELITIES)}, got {fidelity!r}")
-    if fidelity == "estimate":
-        _estimator()
     if isinstance(executor, str) and executor not in EXECUTORS:
         raise SweepError(f"executor must be one of {', '.join(EXECUTORS)} or have a submit method, got {executor!r}")
     if not isinstance(executor, str) and not callable(getattr(executor, "submit", None)):
@@ -498,87 +515,109 @@ def sweep(
     if isinstance(base, (str, Path)) and not Path(base).is_file():
         raise SweepError(f"{base}: no such scenario file")
 
-    axes = _axes(vary, zip)
-    points = _points(axes)
-    varied = [k for ax in axes for k in ax.keys]
-    if baseline is not None and baseline not in varied:  # before hours of points, not after
+
+def _varied(axes: list[_Axis]) -> list[str]:
+    """Every varied key, in axis order."""
+    return [k for ax in axes for k in ax.keys]
+
+
+def _check_baseline(baseline: str | None, axes: list[_Axis]) -> None:
+    """Raise SweepError if the speed-up reference is given but not varied."""
+    varied = _varied(axes)
+    if baseline is not None and baseline not in varied:
         raise SweepError(f"baseline {baseline!r} is not a varied key ({', '.join(varied) or 'none'})")
-    cache = Path(out) if out is not None else None
-    fixed = dict(overrides or {})
-    started = time.perf_counter()
-    rows: list[dict[str, Any]] = []
-    waiting: dict[str, list[int]] = {}
-    results: dict[str, dict[str, Any]] = {}
-    counts = {"done": 0, "cached": 0, "errors": 0}
 
-    def tick() -> None:
-        if progress is not None:
-            progress(SweepProgress(counts["done"], len(points), counts["cached"], counts["errors"],
-                                   time.perf_counter() - started))
 
-    def finish(i: int, fields: dict[str, Any], cached: bool) -> None:
-        rows[i].update(fields)
-        rows[i]["cached"] = cached
-        counts["done"] += 1
-        counts["cached"] += cached
-        counts["errors"] += fields["status"] != "ok"
-        tick()
+def _blank_row(values: dict[str, Any], fidelity: str) -> dict[str, Any]:
+    """A point's row before it is loaded: its varied values, and every other field empty."""
+    row: dict[str, Any] = {**values, "status": None, "error": None}
+    row.update(dict.fromkeys(_RESOLVED))
+    row["wafers"] = values.get(SCALE_KEY)
+    row.update({"fidelity": fidelity, "key": None, "cached": False})
+    return row
 
-    for values, _ in points:
-        row: dict[str, Any] = {**values, "status": None, "error": None}
-        row.update(dict.fromkeys(_RESOLVED))
-        row["wafers"] = values.get(SCALE_KEY)
-        row.update({"fidelity": fidelity, "key": None, "cached": False})
-        rows.append(row)
 
-    def tasks() -> Iterable[tuple[str, dict[str, Any]]]:
-        """Load each point; finish bad and cached ones here, yield the ones to run."""
-        for i, (values, _) in enumerate(points):
-            yield from _prepare(i, values)
+class _SweepRun:
+    """The rows of one sweep as its points are loaded, looked up in the cache, run and reported.
 
-    def _prepare(i: int, values: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]:
-        row = rows[i]
+    A point runs once per resolved scenario (its ``key``): points that resolve to one scenario
+    share the first one's run, and a point already in the cache folder is read, not run.
+    """
+
+    def __init__(
+        self,
+        base: str | Path | Mapping[str, Any] | Scenario,
+        fixed: dict[str, Any],
+        fidelity: str,
+        cache: Path | None,
+        points: list[_Point],
+        progress: Callable[[SweepProgress], None] | None,
+    ):
+        self.base, self.fixed, self.fidelity, self.cache = base, fixed, fidelity, cache
+        self.points, self.progress = points, progress
+        self.started = time.perf_counter()
+        self.rows = [_blank_row(values, fidelity) for values, _ in points]
+        self.waiting: dict[str, list[int]] = {}  # key -> the points waiting for its run
+        self.results: dict[str, dict[str, Any]] = {}  # key -> fields of its finished run
+        self.done = self.cached = self.errors = 0
+
+    def finish(self, i: int, fields: dict[str, Any], cached: bool) -> None:
+        """Fill point ``i``'s row and report progress."""
+        self.rows[i].update(fields)
+        self.rows[i]["cached"] = cached
+        self.done += 1
+        self.cached += cached
+        self.errors += fields["status"] != "ok"
+        if self.progress is not None:
+            elapsed = time.perf_counter() - self.started
+            self.progress(SweepProgress(self.done, len(self.points), self.cached, self.errors, elapsed))
+
+    def tasks(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Load each point; finish bad and cached ones here, yield (key, resolved scenario) of the ones to run."""
+        for i, (values, _) in enumerate(self.points):
+            yield from self._prepare(i, values)
+
+    def _prepare(self, i: int, values: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         try:
-            scenario = load_scenario(base, {**fixed, **values})
+            scenario = load_scenario(self.base, {**self.fixed, **values})
         except WssError as exc:
-            finish(i, {"status": "error", "error": str(exc), **dict.fromkeys(METRIC_COLUMNS)}, False)
+            self.finish(i, {"status": "error", "error": str(exc), **dict.fromkeys(METRIC_COLUMNS)}, False)
             return
-        row.update(
+        key = scenario_key(scenario, self.fidelity)
+        self.rows[i].update(
             model=scenario.workload.model.name,
             wafers=scenario.hardware.wafers,
             global_batch=scenario.training.global_batch,
             seq_len=scenario.seq_len,
             sparsity=scenario.workload.sparsity,
-            key=(key := scenario_key(scenario, fidelity)),
+            key=key,
         )
-        if (hit := _read_cached(cache, key)) is not None:
-            finish(i, hit, True)
-        elif key in results:
-            finish(i, dict(results[key]), False)  # the same resolved scenario again, already run
-        elif key in waiting:
-            waiting[key].append(i)  # the same resolved scenario twice: run it once
+        if (hit := _read_cached(self.cache, key)) is not None:
+            self.finish(i, hit, True)
+        elif key in self.results:
+            self.finish(i, dict(self.results[key]), False)  # the same resolved scenario again, already run
+        elif key in self.waiting:
+            self.waiting[key].append(i)  # the same resolved scenario twice: run it once
         else:
-            waiting[key] = [i]
+            self.waiting[key] = [i]
             yield key, scenario.model_dump(mode="json")
 
-    def on_done(key: str, fields: dict[str, Any]) -> None:
-        results[key] = fields
-        first = waiting[key][0]
-        if cache is not None and fields["status"] != "failed":
-            _write_cached(cache, key, fidelity, {k: rows[first][k] for k in points[first][0]}, fields)
-        for i in waiting[key]:
-            finish(i, dict(fields), False)
-
-    source = str(base) if isinstance(base, (str, Path)) else None
-    _run_tasks(tasks(), fidelity, executor, workers, address, on_done, source)
-    return _frame(rows, axes, points, baseline)
+    def on_done(self, key: str, fields: dict[str, Any]) -> None:
+        """A run finished: cache it (unless it failed) and fill every point waiting for it."""
+        self.results[key] = fields
+        first = self.waiting[key][0]
+        if self.cache is not None and fields["status"] != "failed":
+            values = {k: self.rows[first][k] for k in self.points[first][0]}
+            _write_cached(self.cache, key, self.fidelity, values, fields)
+        for i in self.waiting[key]:
+            self.finish(i, dict(fields), False)
 
 
-def _frame(rows, axes: list[_Axis], points, baseline: str | None) -> pd.DataFrame:
+def _frame(rows: list[dict[str, Any]], axes: list[_Axis], points: list[_Point], baseline: str | None) -> pd.DataFrame:
+    """The sweep's DataFrame: one row per point, in point order, columns as documented, with scaling added."""
     import pandas as pd
 
-    varied = [k for ax in axes for k in ax.keys]
-    columns = [*varied, "status", "error", *_RESOLVED, *METRIC_COLUMNS[:3], "speedup", "efficiency",
+    columns = [*_varied(axes), "status", "error", *_RESOLVED, *METRIC_COLUMNS[:3], "speedup", "efficiency",
                *METRIC_COLUMNS[3:], "fidelity", "key", "cached"]
     df = pd.DataFrame(rows)
     df["speedup"] = math.nan
@@ -586,15 +625,18 @@ def _frame(rows, axes: list[_Axis], points, baseline: str | None) -> pd.DataFram
     df = df.reindex(columns=columns)
     if not len(df):
         return df
-    ref_key = baseline or _default_baseline(axes)
-    if ref_key is not None and ref_key not in varied:
-        raise SweepError(f"baseline {ref_key!r} is not a varied key ({', '.join(varied) or 'none'})")
-    ref_axis = next((n for n, ax in enumerate(axes) if ref_key in ax.keys), None)
-    group = [tuple(i for n, i in enumerate(idx) if n != ref_axis) for _, idx in points]
-    df["_group"] = ["/".join(map(str, g)) for g in group]
+    ref_key = baseline or _default_baseline(axes)  # a given baseline was checked before any point ran
+    df["_group"] = _scaling_groups(axes, points, ref_key)
     ref_col = "wafers" if ref_key in (None, SCALE_KEY) else ref_key
     df = add_scaling(df, by="_group", baseline=ref_col)
     return df.drop(columns="_group")
+
+
+def _scaling_groups(axes: list[_Axis], points: list[_Point], ref_key: str | None) -> list[str]:
+    """Each point's speed-up group: its value indices on every axis but the one holding ``ref_key``."""
+    ref_axis = next((n for n, ax in enumerate(axes) if ref_key in ax.keys), None)
+    group = [tuple(i for n, i in enumerate(idx) if n != ref_axis) for _, idx in points]
+    return ["/".join(map(str, g)) for g in group]
 
 
 def _default_baseline(axes: list[_Axis]) -> str | None:

@@ -216,7 +216,9 @@ class CaseSpec(BaseModel):
     source: str = Field(description="Where it is published: paper or document, page, table or figure.")
     published: float = Field(description="The published value (or the bound a qualitative claim implies).")
     unit: str = Field("", description="Unit of the published and simulated values.")
-    metric: str = Field(description="Name of the function in wss.studies.validation.METRICS computing the simulated value.")
+    metric: str = Field(
+        description="Name of the function in wss.studies.validation.METRICS computing the simulated value."
+    )
     args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the metric.")
     compare: Compare = Field("approx", description="approx: within tolerance; or the relation simulated ? published.")
     tolerance: float | None = Field(None, ge=0, description="Relative tolerance of an approx comparison.")
@@ -302,12 +304,14 @@ def _resolve_like(specs: Mapping[str, Any], name: str, path: Path, where: str) -
         layers.append(item.get("set") or {})
         ref = item["like"]
         if ref not in specs or ref in chain:
-            raise ScenarioError(str(path), [FieldProblem(f"{where}.like", f"no scenario {ref!r} to be like (or a cycle)")])
+            problem = FieldProblem(f"{where}.like", f"no scenario {ref!r} to be like (or a cycle)")
+            raise ScenarioError(str(path), [problem])
         chain.append(ref)
         item = specs[ref]
     for layer in reversed(layers):
         if not isinstance(layer, dict):
-            raise ScenarioError(str(path), [FieldProblem(f"{where}.set", "overrides are a mapping of dotted.key: value")])
+            problem = FieldProblem(f"{where}.set", "overrides are a mapping of dotted.key: value")
+            raise ScenarioError(str(path), [problem])
         overrides.update(layer)
     return item, overrides
 

@@ -290,48 +290,59 @@ def verdict(
         Re-simulations run at once in worker processes (1: one after the
         other in this process).  Each GPT-3 175B run takes 1.3-3 s.
     """
-    custom = simulate is not None
-    if simulate is None:
-        from wss.model.simulate import simulate as simulate
-    shares = _shares(result)
-    category = result.bound_by
-    bound, detail = _attribute(result, category)
-
-    base_scenario = result.scenario
-    old = result.step_time_s
-    base_overrides: dict[str, Any] = {}
-    if base_scenario.numerics.enabled:  # timing only: re-simulate the baseline without numerics too
-        base_overrides = {"numerics.enabled": False}
-        old = simulate(load_scenario(base_scenario, overrides=base_overrides)).step_time_s
-
-    if parts is None:
-        groups = candidate_parts(result, min_share)
-    else:
-        groups = [[p] if isinstance(p, str) else list(p) for p in parts]
-    for g in groups:
-        for p in g:
-            if p not in PARTS:
-                raise ValueError(f"unknown part {p!r}; parts are {', '.join(PARTS)}")
-
+    groups = _groups(result, parts, min_share)
+    base = result.scenario
+    base_overrides, old = _timing_baseline(result, simulate)
     runs = []
     for g in groups:
-        overrides = {f: _get(base_scenario, f) * factor for p in g for f in PARTS[p][2]}
-        runs.append((g, overrides, load_scenario(base_scenario, overrides={**base_overrides, **overrides})))
-    times = _step_times([sc for *_, sc in runs], simulate if custom else None, jobs, progress)
-    candidates = []
-    for (g, overrides, _), t in zip(runs, times):
-        change = " and ".join(PARTS[p][1] for p in g)
-        candidates.append(Candidate(parts=list(g), change=change, factor=factor, overrides=overrides,
-                                    step_time_s=t, gain=1.0 - t / old if old > 0 else 0.0))
-    order = {tuple(c.parts): i for i, c in enumerate(candidates)}
-    candidates.sort(key=lambda c: (-round(c.gain, 9), order[tuple(c.parts)]))
+        overrides = {f: _get(base, f) * factor for p in g for f in PARTS[p][2]}
+        runs.append((g, overrides, load_scenario(base, overrides={**base_overrides, **overrides})))
+    times = _step_times([sc for *_, sc in runs], simulate, jobs, progress)
+    candidates = _ranked([
+        Candidate(parts=list(g), change=" and ".join(PARTS[p][1] for p in g), factor=factor, overrides=overrides,
+                  step_time_s=t, gain=1.0 - t / old if old > 0 else 0.0)
+        for (g, overrides, _), t in zip(runs, times)
+    ])
+    category = result.bound_by
+    bound, detail = _attribute(result, category)
     return Verdict(
-        scenario=base_scenario.name,
+        scenario=base.name,
         step_time_s=old,
         category=category,
-        share=shares[category],
+        share=_shares(result)[category],
         bound_by="+".join(bound) if bound else category,
         bound_label=_label(bound) if bound else category,
         detail=detail,
         candidates=candidates,
     )
+
+
+def _groups(result: Result, parts: Sequence[Sequence[str] | str] | None, min_share: float) -> list[list[str]]:
+    """The groups of part ids to relax: the ones given (checked), else :func:`candidate_parts`."""
+    if parts is None:
+        return candidate_parts(result, min_share)
+    groups = [[p] if isinstance(p, str) else list(p) for p in parts]
+    for g in groups:
+        for p in g:
+            if p not in PARTS:
+                raise ValueError(f"unknown part {p!r}; parts are {', '.join(PARTS)}")
+    return groups
+
+
+def _timing_baseline(result: Result, simulate: Callable[[Any], Result] | None) -> tuple[dict[str, Any], float]:
+    """Overrides every re-simulation takes, and the step time their gains are measured against.
+
+    A run with numerics is timed again without them (the re-simulations are timing only), else the
+    result's own step time is the baseline.
+    """
+    if not result.scenario.numerics.enabled:
+        return {}, result.step_time_s
+    overrides: dict[str, Any] = {"numerics.enabled": False}
+    scenario = load_scenario(result.scenario, overrides=overrides)
+    return overrides, simulate(scenario).step_time_s if simulate is not None else _step_time(scenario)
+
+
+def _ranked(candidates: list[Candidate]) -> list[Candidate]:
+    """Largest gain first; equal gains (to 1e-9) keep the order they were tried in."""
+    order = {tuple(c.parts): i for i, c in enumerate(candidates)}
+    return sorted(candidates, key=lambda c: (-round(c.gain, 9), order[tuple(c.parts)]))

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -220,7 +221,7 @@ def gantt_figure(result: Result, cluster: Any | None = None, step: int | None = 
         ax.set_title(f"{result.scenario.name}: {lo:.6g} s to {hi:.6g} s of the run, {source}")
     order = [*PHASE_COLOURS, "compute-bound", *(f"{c} stall" for c in CAUSE_COLOURS)]
     keys = sorted((k for k, c in used.items() if c), key=lambda k: (order.index(k) if k in order else len(order), k))
-    handles = [Patch(facecolor=used[k], label=k) for k in keys]
+    handles: list[Artist] = [Patch(facecolor=used[k], label=k) for k in keys]
     if "loss at user node" in used:
         handles.append(Line2D([], [], color="black", linestyle="--", label="loss at user node"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)
@@ -274,7 +275,9 @@ def kernel_breakdown(result: Result, group: str = "auto", top: int = 20) -> list
             acc[k]["stall_s"] += stall / steps
         else:
             acc[k]["update_s"] += dur / steps
-    rows = [{"name": k, "kernels": len(members[k]), **v, "total_s": sum(v.values())} for k, v in acc.items()]
+    rows: list[dict[str, Any]] = [
+        {"name": k, "kernels": len(members[k]), **v, "total_s": sum(v.values())} for k, v in acc.items()
+    ]
     rows.sort(key=lambda d: (-d["total_s"], d["name"]))
     if len(rows) > top:
         rest = rows[top - 1:]

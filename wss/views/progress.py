@@ -84,7 +84,7 @@ class ProgressBar:
     def render(self, now: float | None = None) -> str:
         """The line as it would be drawn now (without ``\\r``)."""
         now = self.clock() if now is None else now
-        filled = int(round(self.fraction * self.width))
+        filled = round(self.fraction * self.width)
         bar = "#" * filled + "." * (self.width - filled)
         head = f"{self.label} " if self.label else ""
         return f"{head}[{bar}] {self.fraction:4.0%}  {now - self.start:.1f} s"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 
-__all__ = ["format_result", "format_plan", "si", "fmt_bytes"]
+__all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
 
 def si(x: float, unit: str = "", digits: int = 3) -> str:
@@ -26,6 +26,17 @@ def fmt_time(t: float) -> str:
     if t >= 1e-3:
         return f"{t * 1e3:.4g} ms"
     return f"{t * 1e6:.4g} us"
+
+
+def cluster_int(result: Result, key: str, default: int | None = None) -> int:
+    """A count from ``Result.cluster`` (``default`` if given and the key is absent).
+
+    ``Result.cluster`` mixes counts with the one list ``nodes_per_level``; asking for a list here is a bug.
+    """
+    value = result.cluster[key] if default is None else result.cluster.get(key, default)
+    if isinstance(value, list):
+        raise TypeError(f"Result.cluster[{key!r}] is a list, not a count: {value!r}")
+    return int(value)
 
 
 def _headline(plan_or_result_scenario, params: int, nnz: int) -> str:
@@ -59,8 +70,8 @@ def format_plan(plan: Plan) -> str:
 
 def format_result(r: Result) -> str:
     s = r.scenario
-    params = int(r.cluster["params"])
-    nnz = int(r.cluster["nonzero_params"])
+    params = cluster_int(r, "params")
+    nnz = cluster_int(r, "nonzero_params")
     n = len(r.steps)
     lines = [_headline(s, params, nnz)]
     lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")

@@ -26,13 +26,19 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wss.files import atomic_write_bytes
 from wss.model.results import Result
+from wss.views.summary import cluster_int
+
+if TYPE_CHECKING:  # only the type: a view draws a cluster it is handed, it never builds one
+    from wss.model.cluster import Cluster
+    from wss.model.components.links import Link
 
 __all__ = ["build_trace", "write_trace", "trace_json", "wafer_process_name", "atomic_write_bytes"]
 
@@ -83,7 +89,7 @@ class _Builder:
         self.events.append({"ph": "i", "s": "t", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": _us(t_s),
                             "args": args})
 
-    def counter(self, pid: int, name: str, times: Sequence[float], values: Sequence[float], key: str) -> None:
+    def counter(self, pid: int, name: str, times: Iterable[float], values: Iterable[float], key: str) -> None:
         """One counter series, emitting a sample only where the (rounded) value changes."""
         last = None
         for t, v in zip(times, values):
@@ -93,9 +99,11 @@ class _Builder:
                 last = v
 
 
-def _merge(spans: Iterable[tuple[float, float, int, float]], merge: bool) -> list[tuple]:
+def _merge(
+    spans: Iterable[tuple[float, float, int, float]], merge: bool
+) -> list[tuple[float, float, int, float, int, float]]:
     """(start, end, pass, bytes) -> (start, end, pass, bytes, chunks, busy_s), consecutive same-pass spans merged."""
-    out: list[list] = []
+    out: list[list[Any]] = []
     for a, b, p, nbytes in spans:
         if merge and out and out[-1][2] == p:
             last = out[-1]
@@ -113,10 +121,12 @@ def _num(x: float) -> int | float:
     return int(x) if float(x).is_integer() and abs(x) < 2**53 else x
 
 
-def _stalls(timeline, per_chunk: bool) -> list[tuple[float, float, str, int, int, float]]:
+def _stalls(
+    timeline: Iterable[tuple[float, float, str, int]], per_chunk: bool
+) -> list[tuple[float, float, str, int, int, float]]:
     """Wafer waits as (start, end, cause, pass, waits, stalled seconds), merged per pass and cause unless per_chunk."""
-    out: list[list] = []
-    open_: dict[tuple[int, str], list] = {}
+    out: list[list[Any]] = []
+    open_: dict[tuple[int, str], list[Any]] = {}
     for a, b, cause, p in timeline:
         if cause == "compute":
             continue
@@ -137,8 +147,8 @@ def _bucket_edges(total_s: float, buckets: int) -> np.ndarray:
     return np.linspace(0.0, total_s, max(int(buckets), 1) + 1)
 
 
-def _busy_fraction(spans: Sequence[tuple[float, float]], edges: np.ndarray) -> np.ndarray:
-    """Busy fraction of each bucket for non-overlapping spans sorted by start."""
+def _busy_fraction(spans: Sequence[tuple[float, ...]], edges: np.ndarray) -> np.ndarray:
+    """Busy fraction of each bucket for non-overlapping spans (start, end, ...) sorted by start."""
     if len(spans) == 0:
         return np.zeros(len(edges) - 1)
     arr = np.asarray(spans, dtype=float)[:, :2]
@@ -176,7 +186,7 @@ def _mean_level(samples: Sequence[tuple[float, int]], edges: np.ndarray) -> np.n
 
 def wafer_process_name(result: Result) -> str:
     """'wafer (x192 identical)', or the busiest wafer when shards are uneven."""
-    n = int(result.cluster.get("wafers", result.scenario.hardware.wafers))
+    n = cluster_int(result, "wafers", result.scenario.hardware.wafers)
     hi, lo = result.cluster.get("samples_per_wafer_max"), result.cluster.get("samples_per_wafer_min")
     if n == 1:
         return "wafer"
@@ -185,9 +195,156 @@ def wafer_process_name(result: Result) -> str:
     return f"wafer (busiest of {n})"
 
 
+def _recorded(cluster: Cluster | None) -> Cluster | None:
+    """The cluster if it kept its spans, else None.
+
+    A run without recording may fold identical micro-batches: its cluster holds fewer passes than
+    the Result, on another time axis, so the trace is then drawn from the Result's records alone.
+    """
+    if cluster is not None and getattr(cluster.memoryx, "stream_spans", None) is not None:
+        return cluster
+    return None
+
+
+@dataclass
+class _SpanTracks:
+    """Draws a recorded cluster's spans: every link, MemoryX, the wafer's stalls and the input workers."""
+
+    tb: _Builder
+    cluster: Cluster
+    edges: np.ndarray  # counter bucket edges
+    merge: bool  # merge consecutive chunk spans of one pass
+
+    def label(self, pass_index: int) -> tuple[str, str, dict[str, Any]]:
+        """Span name, category (the phase) and base args of a pass."""
+        p = self.cluster.program[pass_index]
+        op = self.cluster.plan.ops[p.op]
+        return f"{op.name} {p.phase} s{p.step}", p.phase, {"step": p.step, "micro_batch": p.micro_batch}
+
+    def link_spans(self, pid: int, thread: str, spans: Iterable[tuple[float, float, int, float]] | None) -> None:
+        """One thread of chunk spans, merged per pass unless ``merge`` is off."""
+        tid = self.tb.thread(pid, thread)
+        for a, b, p, nbytes, chunks, busy in _merge(spans or [], self.merge):
+            name, phase, args = self.label(p)
+            args["bytes"] = _num(nbytes)
+            if chunks > 1:
+                args["chunks"] = chunks
+                if busy < 0.999 * (b - a):  # the link idled between the chunks of this pass
+                    args["busy_us"] = _us(busy)
+            self.tb.span(pid, tid, name, phase, a, b, args)
+
+    def link_counters(self, pid: int, name: str, link: Link) -> None:
+        """A link's busy fraction and, where it queued, its mean buffer occupancy per bucket."""
+        self.tb.counter(pid, f"{name} busy", self.edges[:-1], _busy_fraction(link.spans or [], self.edges), "fraction")
+        if link.occupancy:
+            self.tb.counter(pid, f"{name} buffer", self.edges[:-1], _mean_level(link.occupancy, self.edges), "chunks")
+
+    def memoryx(self) -> None:
+        """MemoryX: weight stream, flash prefetch, gradients in, and their counters."""
+        mx, net_in = self.cluster.memoryx, self.cluster.memoryx_in
+        pid = self.tb.process("MemoryX")
+        self.link_spans(pid, "weight stream", mx.stream_spans)
+        if mx.prefetch_spans:
+            self.link_spans(pid, "prefetch", mx.prefetch_spans)
+        self.link_spans(pid, "gradient stream", net_in.spans)
+        stream_busy = _busy_fraction(mx.stream_spans or [], self.edges)
+        self.tb.counter(pid, "memoryx.stream busy", self.edges[:-1], stream_busy, "fraction")
+        self.link_counters(pid, net_in.name, net_in)
+
+    def swarmx(self, nodes: Sequence[int]) -> None:
+        """One process per SwarmX level (root first), ``nodes`` per level: weights down, gradients up."""
+        sx = self.cluster.swarmx
+        ups = {link.name.rsplit(".", 1)[1]: link for link in sx.up}
+        for i, down in enumerate(sx.down):
+            level = i + 1
+            n_nodes = nodes[i] if i < len(nodes) else 1
+            pid = self.tb.process(f"SwarmX level {level} ({n_nodes} node{'s' if n_nodes != 1 else ''})")
+            self.link_spans(pid, "weights down", down.spans)
+            up = ups.get(f"l{level}")
+            if up is not None:
+                self.link_spans(pid, "gradients up", up.spans)
+            self.link_counters(pid, down.name, down)
+            if up is not None:
+                self.link_counters(pid, up.name, up)
+
+    def wafer_stalls(self, pid: int, per_chunk: bool) -> None:
+        """The wafer's waits by cause, and its compute busy fraction."""
+        timeline = self.cluster.wafer.timeline
+        if not timeline:
+            return
+        tid = self.tb.thread(pid, "stalls")
+        for a, b, cause, p, waits, stalled in _stalls(timeline, per_chunk):
+            args: dict[str, Any] = {"kernel": self.label(p)[0]} if p >= 0 else {}
+            if waits > 1:
+                args["waits"] = waits
+                args["stalled_us"] = _us(stalled)
+            self.tb.span(pid, tid, f"{cause} stall", cause, a, b, args)
+        compute = [(a, b) for a, b, cause, _ in timeline if cause == "compute"]
+        self.tb.counter(pid, "wafer compute busy", self.edges[:-1], _busy_fraction(compute, self.edges), "fraction")
+
+    def inputs(self) -> None:
+        """The input workers' transfers, one span per micro-batch."""
+        spans = self.cluster.inputs.spans
+        if not spans:
+            return
+        pid = self.tb.process("input workers")
+        tid = self.tb.thread(pid, "input")
+        for a, b, step, mb in spans:
+            self.tb.span(pid, tid, f"micro-batch {mb} s{step}", "input", a, b, {"step": step, "micro_batch": mb})
+
+
+def _swarmx_nodes(result: Result, cluster: Cluster) -> list[int]:
+    """SwarmX nodes per level, root first, as the Result recorded them (else as the cluster has them)."""
+    nodes = result.cluster.get("nodes_per_level", cluster.swarmx.nodes_per_level)
+    if not isinstance(nodes, list):
+        raise TypeError(f"Result.cluster['nodes_per_level'] is not a list: {nodes!r}")
+    return list(nodes)
+
+
+def _optimizer_updates(tb: _Builder, result: Result) -> None:
+    """MemoryX's optimizer: one span per update or accumulation, from the Result's records."""
+    pid = tb.process("optimizer")
+    tid = tb.thread(pid, "update")
+    for r in result.records:
+        if r.where != "memoryx":
+            continue
+        tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s,
+                {"step": r.step, "micro_batch": r.micro_batch, "bytes_read": _num(r.bytes_in),
+                 "bytes_written": _num(r.bytes_out), "bound_by": r.bound_by, "queued_us": _us(r.exposed_stall_s)})
+
+
+def _wafer_passes(tb: _Builder, result: Result) -> int:
+    """The wafer's process and its compute thread, one span per pass; returns the process id."""
+    pid = tb.process(wafer_process_name(result))
+    tid = tb.thread(pid, "compute")
+    for r in result.records:
+        if r.where != "wafer":
+            continue
+        args: dict[str, Any] = {"step": r.step, "micro_batch": r.micro_batch, "bound_by": r.bound_by}
+        for key, value in (("bytes_in", r.bytes_in), ("bytes_out", r.bytes_out), ("cycles", r.cycles)):
+            if value:
+                args[key] = _num(value)
+        if r.exposed_stall_s > 0:
+            args["exposed_stall_us"] = _us(r.exposed_stall_s)
+        tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s, args)
+    return pid
+
+
+def _losses(tb: _Builder, result: Result) -> None:
+    """The user node: an instant when each step's loss arrives (clipped to the end of the run)."""
+    pid = tb.process("user node")
+    tid = tb.thread(pid, "loss")
+    for st in result.steps:
+        if st.loss_at_user_s is not None:
+            args: dict[str, Any] = {"step": st.step}
+            if st.loss is not None:
+                args["loss"] = st.loss
+            tb.instant(pid, tid, f"loss s{st.step}", "loss", min(st.loss_at_user_s, result.total_time_s), args)
+
+
 def build_trace(
-    result: Result, cluster: Any | None = None, *, merge: bool = True, stalls: str = "pass", buckets: int = 500
-) -> dict:
+    result: Result, cluster: Cluster | None = None, *, merge: bool = True, stalls: str = "pass", buckets: int = 500
+) -> dict[str, Any]:
     """Build a Chrome trace-event document of one run.
 
     Parameters
@@ -212,112 +369,19 @@ def build_trace(
     if stalls not in ("pass", "chunk"):
         raise ValueError(f"stalls must be 'pass' or 'chunk', got {stalls!r}")
     tb = _Builder()
-    total = result.total_time_s
-    edges = _bucket_edges(total, buckets)
-    recorded = cluster is not None and getattr(cluster.memoryx, "stream_spans", None) is not None
-    if not recorded:
-        # A run without recording may fold identical micro-batches: its cluster holds fewer passes than
-        # the Result, on another time axis.  Draw from the Result's records alone.
-        cluster = None
-
-    def label(pass_index: int) -> tuple[str, str, dict[str, Any]]:
-        p = cluster.program[pass_index]
-        op = cluster.plan.ops[p.op]
-        return f"{op.name} {p.phase} s{p.step}", p.phase, {"step": p.step, "micro_batch": p.micro_batch}
-
-    def link_spans(pid: int, thread: str, spans) -> None:
-        tid = tb.thread(pid, thread)
-        for a, b, p, nbytes, chunks, busy in _merge(spans, merge):
-            name, phase, args = label(p)
-            args["bytes"] = _num(nbytes)
-            if chunks > 1:
-                args["chunks"] = chunks
-                if busy < 0.999 * (b - a):  # the link idled between the chunks of this pass
-                    args["busy_us"] = _us(busy)
-            tb.span(pid, tid, name, phase, a, b, args)
-
-    def link_counters(pid: int, name: str, link) -> None:
-        tb.counter(pid, f"{name} busy", edges[:-1], _busy_fraction(link.spans, edges), "fraction")
-        if link.occupancy:
-            tb.counter(pid, f"{name} buffer", edges[:-1], _mean_level(link.occupancy, edges), "chunks")
-
-    # MemoryX and its optimizer.
-    if recorded:
-        mx = tb.process("MemoryX")
-        link_spans(mx, "weight stream", cluster.memoryx.stream_spans)
-        if cluster.memoryx.prefetch_spans:
-            link_spans(mx, "prefetch", cluster.memoryx.prefetch_spans)
-        link_spans(mx, "gradient stream", cluster.memoryx_in.spans)
-        tb.counter(mx, "memoryx.stream busy", edges[:-1],
-                   _busy_fraction(cluster.memoryx.stream_spans, edges), "fraction")
-        link_counters(mx, cluster.memoryx_in.name, cluster.memoryx_in)
-    opt = tb.process("optimizer")
-    upd = tb.thread(opt, "update")
-    for r in result.records:
-        if r.where != "memoryx":
-            continue
-        tb.span(opt, upd, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s,
-                {"step": r.step, "micro_batch": r.micro_batch, "bytes_read": _num(r.bytes_in),
-                 "bytes_written": _num(r.bytes_out), "bound_by": r.bound_by, "queued_us": _us(r.exposed_stall_s)})
-
-    # SwarmX, one process per level (root first).
-    if recorded:
-        sx = cluster.swarmx
-        nodes = list(result.cluster.get("nodes_per_level", sx.nodes_per_level))
-        ups = {link.name.rsplit(".", 1)[1]: link for link in sx.up}
-        for i, down in enumerate(sx.down):
-            level = i + 1
-            n_nodes = nodes[i] if i < len(nodes) else 1
-            pid = tb.process(f"SwarmX level {level} ({n_nodes} node{'s' if n_nodes != 1 else ''})")
-            link_spans(pid, "weights down", down.spans)
-            up = ups.get(f"l{level}")
-            if up is not None:
-                link_spans(pid, "gradients up", up.spans)
-            link_counters(pid, down.name, down)
-            if up is not None:
-                link_counters(pid, up.name, up)
-
-    # The wafer.
-    wpid = tb.process(wafer_process_name(result))
-    comp = tb.thread(wpid, "compute")
-    for r in result.records:
-        if r.where != "wafer":
-            continue
-        args = {"step": r.step, "micro_batch": r.micro_batch, "bound_by": r.bound_by}
-        for key, value in (("bytes_in", r.bytes_in), ("bytes_out", r.bytes_out), ("cycles", r.cycles)):
-            if value:
-                args[key] = _num(value)
-        if r.exposed_stall_s > 0:
-            args["exposed_stall_us"] = _us(r.exposed_stall_s)
-        tb.span(wpid, comp, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s, args)
-    if cluster is not None and cluster.wafer.timeline:
-        stid = tb.thread(wpid, "stalls")
-        for a, b, cause, p, waits, stalled in _stalls(cluster.wafer.timeline, per_chunk=stalls == "chunk"):
-            args = {"kernel": label(p)[0]} if p >= 0 else {}
-            if waits > 1:
-                args["waits"] = waits
-                args["stalled_us"] = _us(stalled)
-            tb.span(wpid, stid, f"{cause} stall", cause, a, b, args)
-        compute_spans = [(a, b) for a, b, cause, _ in cluster.wafer.timeline if cause == "compute"]
-        tb.counter(wpid, "wafer compute busy", edges[:-1], _busy_fraction(compute_spans, edges), "fraction")
-
-    # Input workers.
-    if cluster is not None and cluster.inputs.spans:
-        ipid = tb.process("input workers")
-        itid = tb.thread(ipid, "input")
-        for a, b, step, mb in cluster.inputs.spans:
-            tb.span(ipid, itid, f"micro-batch {mb} s{step}", "input", a, b, {"step": step, "micro_batch": mb})
-
-    # User node: losses arriving.
-    upid = tb.process("user node")
-    utid = tb.thread(upid, "loss")
-    for st in result.steps:
-        if st.loss_at_user_s is not None:
-            args: dict[str, Any] = {"step": st.step}
-            if st.loss is not None:
-                args["loss"] = st.loss
-            tb.instant(upid, utid, f"loss s{st.step}", "loss", min(st.loss_at_user_s, total), args)
-
+    recorded = _recorded(cluster)
+    # Processes are numbered in the order they are first drawn: MemoryX, optimizer, SwarmX, wafer, inputs, user.
+    tracks = None if recorded is None else _SpanTracks(tb, recorded, _bucket_edges(result.total_time_s, buckets), merge)
+    if tracks is not None:
+        tracks.memoryx()
+    _optimizer_updates(tb, result)
+    if tracks is not None:
+        tracks.swarmx(_swarmx_nodes(result, tracks.cluster))
+    wafer = _wafer_passes(tb, result)
+    if tracks is not None:
+        tracks.wafer_stalls(wafer, per_chunk=stalls == "chunk")
+        tracks.inputs()
+    _losses(tb, result)
     return {
         "traceEvents": tb.events,
         "displayTimeUnit": "ms",
@@ -325,18 +389,18 @@ def build_trace(
             "scenario": result.scenario.name,
             "wss_version": result.wss_version,
             "step_time_s": result.step_time_s,
-            "total_time_s": total,
-            "source": "cluster spans" if recorded else "result records",
+            "total_time_s": result.total_time_s,
+            "source": "cluster spans" if tracks is not None else "result records",
         },
     }
 
 
-def trace_json(trace: dict) -> str:
+def trace_json(trace: dict[str, Any]) -> str:
     """Compact JSON text of a trace document."""
     return json.dumps(trace, separators=(",", ":"), allow_nan=False)
 
 
-def write_trace(path: str | Path, result: Result, cluster: Any | None = None, **kwargs: Any) -> Path:
+def write_trace(path: str | Path, result: Result, cluster: Cluster | None = None, **kwargs: Any) -> Path:
     """Build the trace and write it atomically (temporary file, then rename); return the path.
 
     A path ending in ``.gz`` is gzip-compressed (Perfetto opens ``.json.gz``
