@@ -69,7 +69,8 @@ def check(ours: np.ndarray, ref: np.ndarray) -> None:
 
 def bench_forward(args, rng) -> None:
     print(f"forward Y = W X, W {args.n} x {args.n} fp32, times in ms (median)")
-    header = f"{'density':>8} {'T':>5} {'dense':>9} {'scipy':>9} {'ours':>9} {'cold':>9} {'path':>6} {'ratio':>6} {'n':>3}"
+    header = (f"{'density':>8} {'T':>5} {'dense':>9} {'scipy':>9} {'ours':>9} {'cold':>9} {'path':>6} "
+              f"{'ratio':>6} {'n':>3}")
     print(header)
     print("-" * len(header))
     for density in args.densities:
@@ -165,7 +166,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[128, 512, 2048])
     parser.add_argument("--densities", type=float, nargs="+", default=[1.0, 0.5, 0.1, 0.01])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--budget", type=float, default=8.0, help="seconds per candidate and cell before cutting repeats")
+    parser.add_argument("--budget", type=float, default=8.0,
+                        help="seconds per candidate and cell before cutting repeats")
     parser.add_argument("--backward", action="store_true", help="also time the backward kernels")
     parser.add_argument("--sweep", action="store_true", help="only scan the dense/sparse switch-over")
     parser.add_argument("--quick", action="store_true", help="small smoke run")
