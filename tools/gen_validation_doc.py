@@ -51,9 +51,10 @@ LEFT_OUT = """\
   CS-3 tokens per second).  We know of such claims from press material but are not confident of the
   exact numbers, batch sizes and models behind them, so none is encoded.  The scaling cases above check
   the shape the "Scaling Up and Out" blog draws, not measured speed-ups.
-* **"32 bits/param/direction/iteration"** (the weight-streaming whitepaper, as quoted in
-  shared/PARAMETERS.md): a secondary quote; the weight- and gradient-crossing cases check the
-  underlying traffic facts from the primary documents instead.
+* **"32 bits/param/direction/iteration"** (attributed to Cerebras's weight-streaming whitepaper, the
+  further reading the "Scaling Up and Out" blog recommends; we know it only as a quote, not from the
+  whitepaper itself): a secondary quote; the weight- and gradient-crossing cases check the underlying
+  traffic facts from the primary documents instead.
 """
 
 

@@ -1,4 +1,4 @@
-"""The whole simulator against closed forms (DESIGN.md, "Checking the model": agree to well under 1%).
+"""The whole simulator against closed forms: where the formula is exact it must agree to well under 1%.
 
 Pipeline formula used throughout: a chunk stream through a chain of store-and-forward stages with
 service times ``s_1..s_k`` and flight latency ``h`` after each finishes its ``n``-th chunk at

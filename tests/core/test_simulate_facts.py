@@ -1,4 +1,4 @@
-"""Facts from the sources (DESIGN.md, "Checking the model"): weight and gradient traffic, scaling, optimizer work."""
+"""Facts from the public sources (see docs/validation.md): weight and gradient traffic, scaling, optimizer work."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ def test_optimizer_time_is_the_slower_of_memory_traffic_and_flops():
 
 
 def test_sparsity_speed_up_saturates():
-    """Amdahl: the per-output-feature overhead and the fill stay whatever the sparsity (DESIGN.md)."""
+    """Amdahl (James 2021, "Scaling Up and Out"): per-output-feature overhead and fill stay whatever the sparsity."""
     times = {}
     for sparsity in (0.0, 0.5, 0.9, 0.99):
         raw = scenario_dict(model=dense_model(4096, 4096), global_batch=8192, workload={"sparsity": sparsity},

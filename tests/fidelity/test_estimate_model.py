@@ -54,7 +54,7 @@ def test_bad_input_is_a_wss_error(tmp_path):
 
 
 def _one_kernel(**training) -> dict:
-    """One 8192 x 8192 dense kernel on one wafer: a closed form of the DESIGN.md kind."""
+    """One 8192 x 8192 dense kernel on one wafer: a closed form of the tests/core/test_analytic.py kind."""
     return {
         "name": "one-kernel",
         "hardware": {"preset": "cs2-cluster", "wafers": 1},

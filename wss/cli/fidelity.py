@@ -1,8 +1,8 @@
 """The ``wss estimate`` and ``wss reproduce`` commands.
 
-``estimate SCENARIO.yaml`` prints the closed-form estimate of :mod:`wss.estimate` (with
+``estimate SCENARIO.yaml`` prints the closed-form estimate of :mod:`wss.studies.estimate` (with
 ``--compare`` it also simulates and prints both); ``reproduce`` runs the validation cases of
-:mod:`wss.validation` and prints figure, source, published, simulated, error and pass.
+:mod:`wss.studies.validation` and prints figure, source, published, simulated, error and pass.
 
 Exit codes (:mod:`wss.cli.common`): 0 success (every validation case passed); 1 a validation case
 failed; 2 bad input.

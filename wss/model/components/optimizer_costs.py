@@ -1,10 +1,12 @@
 """What each optimizer costs MemoryX per parameter.
 
 State (capacity): fp32 scalars kept per parameter, the blog's count for Adam
-being weight, gradient, m and v = 16 B (seed 004: 100T parameters need
-1.6 PB).  Traffic per update: scalars read and written by the coprocessor,
-not counting the incoming gradient (it arrives from SwarmX).  FLOPs per
-update: elementwise operations counted by hand (a declared assumption):
+being weight, gradient, m and v = 16 B (M. James, "Scaling Up and Out:
+Training Massive Models on Cerebras Systems using Weight Streaming", Cerebras
+blog, 2021: 100T parameters need 1.6 PB).  Traffic per update: scalars read
+and written by the coprocessor, not counting the incoming gradient (it
+arrives from SwarmX).  FLOPs per update: elementwise operations counted by
+hand (a declared assumption):
 
 * SGD: ``w -= lr * g`` -> 2;
 * momentum: ``u = mu u + g`` (2), ``w -= lr u`` (2) -> 4;

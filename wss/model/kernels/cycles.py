@@ -1,6 +1,7 @@
-"""Cycle-cost model of one streamed kernel on one wafer (DESIGN.md, "Timing model").
+"""Cycle-cost model of one streamed kernel on one wafer (docs/model.md, "Cycles on the wafer").
 
-The sparse GEMM of the "Scaling Up and Out" blog (seed 004):
+The sparse GEMM of M. James, "Scaling Up and Out: Training Massive Models on
+Cerebras Systems using Weight Streaming", Cerebras blog, 2021:
 
 * activations: features on engine rows, tokens on columns, so each core holds
   ``t_c = ceil(T / C)`` tokens of its features;

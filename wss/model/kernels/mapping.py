@@ -1,6 +1,7 @@
 """How a weight matrix is laid over the wafer's engine rows.
 
-The "Scaling Up and Out" blog (shared/seeds/004) describes the sparse GEMM
+M. James, "Scaling Up and Out: Training Massive Models on Cerebras Systems
+using Weight Streaming" (Cerebras blog, 2021) describes the sparse GEMM
 mapping: activation features go to engine rows, tokens to columns; each
 non-zero weight is fanned out to the row that holds its input feature and
 costs one AXPY there.  Unstructured sparsity makes some features busier than

@@ -2,7 +2,9 @@
 
 MemoryX streams only the non-zero weights of a kernel, grouped by output
 feature, each tagged with the index of its input feature; a control message
-closes each output feature (shared/seeds/004, "Sparse GEMM").  That stream is
+closes each output feature (M. James, "Scaling Up and Out: Training Massive
+Models on Cerebras Systems using Weight Streaming", Cerebras blog, 2021,
+section "Sparse GEMM").  That stream is
 exactly compressed sparse row (CSR) storage of the ``out x in`` weight matrix:
 ``indptr`` marks where each output feature's run starts, ``indices`` holds the
 input-feature tag of every non-zero and ``values`` the weights.  The boolean

@@ -1,9 +1,10 @@
 """Hardware description: wafers, MemoryX, SwarmX and input workers.
 
-Every figure lives in a named preset under ``configs/`` with its source and
-confidence beside it (see shared/PARAMETERS.md); a scenario names a preset and
-overrides fields.  Units are in the field names; per-shard and per-link
-figures are per unit, never aggregated.
+Every figure lives in a named preset under ``configs/`` with its public source
+and a confidence beside it (H stated in an official document or paper, M
+secondary or derived, L third-party or unverified, ASSUMPTION not published);
+a scenario names a preset and overrides fields.  Units are in the field
+names; per-shard and per-link figures are per unit, never aggregated.
 """
 
 from __future__ import annotations

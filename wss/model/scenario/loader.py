@@ -280,7 +280,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
     return problems
 
 
-#: Hidden activations the real numerics run (wss.model.numerics.ACTIVATIONS).
+#: Hidden activations the real numerics run (wss.model.numerics.spec.ACTIVATIONS).
 _NUMERICS_ACTIVATIONS = ("relu", "tanh")
 
 
