@@ -92,8 +92,8 @@ def test_swarmx_chain_delivers_at_the_closed_form_time():
     sink = simpy.Store(env)
     tree.down[-1].connect(sink)
     tree.up[-1].connect(simpy.Store(env))
-    for proc in tree.processes():
-        env.process(proc)
+    for link in (*tree.down, *tree.up):
+        env.process(link.run())
     arrivals: list[float] = []
 
     def feed():
