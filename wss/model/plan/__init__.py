@@ -1,0 +1,101 @@
+"""Everything about a run that is fixed before time starts.
+
+From a Scenario, :func:`make_plan` derives the static quantities the SimPy
+model needs and the capacity checks that can fail: the operations, each
+kernel's non-zero profile, streamed bytes and chunks, MemoryX placement
+across DRAM and flash, the wafers' shards, micro-batching against SRAM, and
+the SwarmX tree.  ``wss validate`` runs this and stops.
+
+Byte conventions:
+
+* weights down, per pass and per wafer: dense ``M K b_w``; sparse
+  ``nnz (b_w + 2) + 4 M`` (a 16-bit index per weight, one 32-bit control
+  wavelet per output feature); the smaller format is chosen per kernel;
+* gradients up: ``nnz b_g`` (MemoryX knows the mask, no indices);
+* MemoryX reads the fp32 master weights (4 B per non-zero) for every stream
+  and converts to the streamed precision on the way out (an assumption: no
+  second copy is stored);
+* a pruned kernel's mask is stored beside its state as a bitmask (``M K / 8``
+  bytes) or an int32 index per non-zero, whichever is smaller (an
+  assumption: the storage format of MemoryX is not public), so the state
+  shrinks monotonically as sparsity grows.
+
+:func:`make_plan` is a short sequence of steps, one module each:
+
+* :mod:`~wss.model.plan.profiles`: each kernel's non-zero profile (real, dense or sampled);
+* :mod:`~wss.model.plan.formats`: the byte conventions above, as stream and mask sizes;
+* :mod:`~wss.model.plan.micro_batching`: the batch across wafers, checkpointing, micro-batches
+  against activation SRAM, and which micro-batches are simulated when folding;
+* :mod:`~wss.model.plan.placement`: MemoryX capacity, tied-weight owners, DRAM and flash tiers;
+* :mod:`~wss.model.plan.kernels`: cycles and chunks per kernel, seconds per non-weight op.
+
+:mod:`~wss.model.plan.types` holds the :class:`Plan` and :class:`KernelPlan` records they fill,
+and :mod:`~wss.model.plan.problems` the errors they raise.
+
+The capacity checks run in that order, so a scenario that fails several reports the SRAM
+problem before the MemoryX ones.
+"""
+
+from __future__ import annotations
+
+from wss.model.components.optimizer_costs import OPTIMIZER_COSTS
+from wss.model.kernels.cycles import NnzProfile
+from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
+from wss.model.plan.formats import INDEX_BYTES as INDEX_BYTES
+from wss.model.plan.formats import STORED_INDEX_BYTES as STORED_INDEX_BYTES
+from wss.model.plan.formats import weight_streams
+from wss.model.plan.kernels import kernel_of_op, plan_kernels, wafer_op_seconds
+from wss.model.plan.micro_batching import FOLD_MIN_COPIES as FOLD_MIN_COPIES
+from wss.model.plan.micro_batching import FOLDED_PREFIX as FOLDED_PREFIX
+from wss.model.plan.micro_batching import plan_micro_batching, retained_weight_bytes, wafer_samples
+from wss.model.plan.placement import place_state
+from wss.model.plan.profiles import kernel_profiles
+from wss.model.plan.types import KernelPlan, Plan
+from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.workload import StreamedKernel, expand_model
+
+__all__ = ["Plan", "KernelPlan", "make_plan"]
+
+
+def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True) -> Plan:
+    """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
+
+    Parameters
+    ----------
+    profiles
+        Real non-zero profiles by kernel name (from numerics masks).  Kernels
+        not given are dense or sampled from an i.i.d. mask of their density.
+    fold
+        Allow folding of identical micro-batches (``simulation.fold_micro_batches`` must also be on).
+    """
+    s = scenario
+    hw, tr = s.hardware, s.training
+    ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
+    opt = OPTIMIZER_COSTS[tr.optimizer]
+    samples = wafer_samples(tr.global_batch, hw.wafers)
+    specs = [op for op in ops if isinstance(op, StreamedKernel)]
+    nnz_profiles = kernel_profiles(s, specs, profiles)
+    streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[tr.weight_precision])
+    batching = plan_micro_batching(s, ops, retained_weight_bytes(s, specs, streams), max(samples), fold)
+    placement = place_state(s, specs, nnz_profiles, opt)
+    return Plan(
+        scenario=s,
+        ops=ops,
+        kernels=plan_kernels(s, specs, nnz_profiles, streams, placement, batching.token_counts),
+        kernel_of_op=kernel_of_op(ops),
+        wafer_samples=samples,
+        micro_batches=batching.micro_batches,
+        simulated_micro_batches=batching.simulated,
+        tokens_per_sample=s.seq_len,
+        checkpointing=batching.checkpointing,
+        sram_bytes_needed=batching.sram_bytes_needed,
+        sram_bytes_available=batching.sram_bytes_available,
+        optimizer=opt,
+        memoryx_state_bytes=placement.total_bytes,
+        memoryx_dram_bytes=placement.dram_bytes,
+        memoryx_flash_bytes=placement.flash_bytes,
+        staging_bytes=placement.staging_bytes,
+        tree_levels=hw.swarmx.levels(hw.wafers),
+        nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
+        wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
+    )

@@ -1,0 +1,94 @@
+"""The plan's records: :class:`Plan` for a run and :class:`KernelPlan` for each streamed kernel.
+
+They are what every later layer reads (the program, the SimPy components, the
+estimate and the views), so they stay plain frozen dataclasses with no logic
+beyond a few derived sums; the steps that fill them live in the sibling modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wss.model.components.optimizer_costs import OptimizerCost
+from wss.model.kernels.cycles import KernelCycles, NnzProfile
+from wss.model.scenario import Scenario
+from wss.model.workload import Op, StreamedKernel
+
+__all__ = ["KernelPlan", "Plan"]
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """Static figures of one streamed kernel."""
+
+    kernel: StreamedKernel
+    index: int
+    profile: NnzProfile
+    sparse_format: bool
+    stream_bytes: float  # one pass, one wafer link
+    grad_bytes: float  # one backward pass, one wafer link
+    read_bytes: float  # MemoryX tier bytes read per stream
+    state_bytes: float  # MemoryX capacity
+    tier: str  # "dram" or "flash"
+    n_chunks: int
+    cycles: dict[int, KernelCycles]  # tokens of a micro-batch -> cycles
+    state_owner: int  # kernel whose MemoryX state and update this kernel's weights are (itself unless tied)
+
+    @property
+    def nnz(self) -> int:
+        """Non-zero weights of this kernel."""
+        return self.profile.nnz
+
+    @property
+    def owns_state(self) -> bool:
+        """Does this kernel hold its own MemoryX state (false for a kernel tied to another)?"""
+        return self.state_owner == self.index
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The static plan of one scenario."""
+
+    scenario: Scenario
+    ops: list[Op]
+    kernels: list[KernelPlan]
+    kernel_of_op: dict[int, int]  # op position -> kernel index
+    wafer_samples: list[int]  # samples on each wafer
+    micro_batches: list[int]  # samples per micro-batch on the busiest wafer
+    simulated_micro_batches: list[int]  # indices of the micro-batches the SimPy run executes
+    tokens_per_sample: int
+    checkpointing: str
+    sram_bytes_needed: float
+    sram_bytes_available: float
+    optimizer: OptimizerCost
+    memoryx_state_bytes: float
+    memoryx_dram_bytes: float
+    memoryx_flash_bytes: float
+    staging_bytes: float
+    tree_levels: int
+    nodes_per_level: list[int]
+    wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def fold_copies(self) -> int:
+        """Micro-batches per step not simulated but repeated from micro-batch 3's measured period."""
+        return len(self.micro_batches) - len(self.simulated_micro_batches)
+
+    @property
+    def tokens_per_micro_batch(self) -> list[int]:
+        """Tokens of each micro-batch on the busiest wafer."""
+        return [mb * self.tokens_per_sample for mb in self.micro_batches]
+
+    @property
+    def params(self) -> int:
+        """Trainable parameters (tied weights counted once)."""
+        return sum(k.kernel.params for k in self.kernels if k.owns_state)
+
+    @property
+    def nnz(self) -> int:
+        """Non-zero trainable weights (tied weights counted once)."""
+        return sum(k.nnz for k in self.kernels if k.owns_state)
+
+    def shares_accumulator(self, kernel: int) -> bool:
+        """Does another kernel add its gradient into this kernel's accumulator (tied weights)?"""
+        return any(k.state_owner == kernel and not k.owns_state for k in self.kernels)
