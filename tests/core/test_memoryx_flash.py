@@ -42,14 +42,17 @@ def test_flash_bound_step_matches_the_closed_form(chunk_bytes):
     plan = wss.plan(raw)
     (k,) = plan.kernels
     assert k.tier == "flash"
-    assert plan.staging_bytes == pytest.approx(0.25e7)
+    assert plan.staging_bytes == pytest.approx(0.25e7, rel=1e-12)
     r = wss.simulate(raw)
-    assert r.step_time_s == pytest.approx(flash_step_seconds(plan), rel=1e-3)
+    # The closed form leaves out the wafer's compute, of which the last chunk's cannot overlap a read:
+    # the step lies between it and it plus all the compute (2.4e-5 s over for one chunk, 3e-6 s for eight).
+    flash = flash_step_seconds(plan)
+    assert flash * (1 - 1e-12) <= r.step_time_s <= flash + r.breakdown_s["compute"]
     assert r.memory.memoryx_flash_bytes == k.state_bytes
     assert r.breakdown_s["flash"] > 0
     # the flash read channel is busy for every read (weights twice, state once); writes go at their own rate
     reads = (2 * k.read_bytes + k.nnz * 4) / FLASH_READ
-    assert r.utilisation["memoryx.flash"] == pytest.approx(reads / r.step_time_s, rel=1e-3)
+    assert r.utilisation["memoryx.flash"] == pytest.approx(reads / r.step_time_s, rel=1e-12)
 
 
 def test_prefetch_of_the_next_step_waits_for_the_update():
@@ -68,4 +71,4 @@ def test_every_step_of_a_flash_bound_run_takes_the_same_time():
     one = wss.simulate(flash_scenario(steps=1)).step_time_s
     r = wss.simulate(flash_scenario(steps=2))
     for step in r.steps:
-        assert step.time_s == pytest.approx(one, rel=1e-6)
+        assert step.time_s == pytest.approx(one, rel=1e-12)
