@@ -218,8 +218,7 @@ def test_stream_and_compute_overlap_max_not_sum():
     compute_only = wss.simulate(scenario_dict(hardware=ideal_hardware(), **base)).step_time_s
     # a link that alone would take about as long as the compute
     bw = 2 * 4096 * 4096 * 2 / compute_only
-    both = wss.simulate(
-        scenario_dict(hardware=ideal_hardware(wafer={"io_bandwidth_Bps": bw}, swarmx={"link_bandwidth_Bps": bw}), **base)
-    ).step_time_s
+    link_bound = ideal_hardware(wafer={"io_bandwidth_Bps": bw}, swarmx={"link_bandwidth_Bps": bw})
+    both = wss.simulate(scenario_dict(hardware=link_bound, **base)).step_time_s
     assert both < 1.5 * compute_only  # overlapped: far below compute + stream = 2 x compute_only
     assert both > compute_only

@@ -40,7 +40,9 @@ def test_model_larger_than_memoryx_is_infeasible():
 def test_memoryx_capacity_boundary_is_exact():
     # SGD keeps 2 fp32 scalars per weight: 1024 x 1024 x 8 B = 8 MiB of state
     state = 1024 * 1024 * 8
-    fits = scenario_dict(model=dense_model(1024, 1024), hardware={"memoryx": {"shards": 2, "dram_capacity_bytes": state / 2}})
+    fits = scenario_dict(
+        model=dense_model(1024, 1024), hardware={"memoryx": {"shards": 2, "dram_capacity_bytes": state / 2}}
+    )
     plan = wss.plan(fits)
     assert plan.memoryx_state_bytes == state
     assert plan.memoryx_dram_bytes == state and plan.memoryx_flash_bytes == 0
@@ -61,7 +63,8 @@ def test_optimizer_state_sets_the_memoryx_footprint():
 def test_flash_holds_what_dram_cannot_and_first_kernels_stay_in_dram():
     # 4 kernels of 2048 x 2048 with SGD: 32 MiB of state each
     model = dense_model(2048, 2048, 2048, 2048, 2048)
-    raw = scenario_dict(model=model, hardware={"memoryx": {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 1e9}})
+    memoryx = {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 1e9}
+    raw = scenario_dict(model=model, hardware={"memoryx": memoryx})
     plan = wss.plan(raw)
     each = 2048 * 2048 * 8
     # DRAM keeps 25% as prefetch staging: 75 MB left for state, i.e. two kernels
@@ -73,7 +76,8 @@ def test_flash_holds_what_dram_cannot_and_first_kernels_stay_in_dram():
 def test_flash_too_small_after_staging_is_infeasible():
     model = dense_model(2048, 2048, 2048, 2048, 2048)
     # 134 MB of state fits 100 MB DRAM + 40 MB flash, but not once DRAM keeps 25 MB for staging
-    raw = scenario_dict(model=model, hardware={"memoryx": {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 4e7}})
+    memoryx = {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 4e7}
+    raw = scenario_dict(model=model, hardware={"memoryx": memoryx})
     with pytest.raises(InfeasibleError) as info:
         wss.plan(raw)
     problem = single_problem(info.value)
@@ -96,7 +100,8 @@ def test_activations_that_do_not_fit_even_one_sample_are_infeasible():
 
 
 def test_tiny_wafer_cannot_hold_one_sample_of_a_small_model():
-    raw = scenario_dict(model="fc-mnist", hardware={"wafer": {"core_rows": 4, "core_cols": 4, "sram_per_core_bytes": 128}})
+    tiny = {"core_rows": 4, "core_cols": 4, "sram_per_core_bytes": 128}
+    raw = scenario_dict(model="fc-mnist", hardware={"wafer": tiny})
     with pytest.raises(InfeasibleError) as info:
         wss.plan(raw)
     assert single_problem(info.value).path == "training.micro_batch"
@@ -109,7 +114,8 @@ def test_explicit_micro_batch_too_large_is_infeasible():
     ok = wss.plan(scenario_dict(model="gpt3-1.3b", global_batch=64, training={"seq_len": 2048, "micro_batch": largest}))
     assert max(ok.micro_batches) == largest
     with pytest.raises(InfeasibleError) as info:
-        wss.plan(scenario_dict(model="gpt3-1.3b", global_batch=64, training={"seq_len": 2048, "micro_batch": largest + 1}))
+        too_many = {"seq_len": 2048, "micro_batch": largest + 1}
+        wss.plan(scenario_dict(model="gpt3-1.3b", global_batch=64, training=too_many))
     problem = single_problem(info.value)
     assert problem.path == "training.micro_batch"
     assert f"at most {largest} fit" in problem.message

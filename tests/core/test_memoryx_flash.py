@@ -56,14 +56,14 @@ def test_flash_bound_step_matches_the_closed_form(chunk_bytes):
 
 
 def test_prefetch_of_the_next_step_waits_for_the_update():
-    r, cluster = simulate_detailed(flash_scenario(steps=2))
+    _, cluster = simulate_detailed(flash_scenario(steps=2))
     done = {(j.kernel, j.step): j.end for j in cluster.optimizer.jobs if j.kind == "update"}
     early = []
-    for start, end, pass_index, _ in cluster.memoryx.prefetch_spans:
+    for start, _end, pass_index, _ in cluster.memoryx.prefetch_spans:
         p = cluster.program[pass_index]
-        if p.step > 0 and p.phase == "forward" and p.micro_batch == 0:
-            if start < done[(p.kernel, p.step - 1)]:
-                early.append((p.step, p.kernel, start, done[(p.kernel, p.step - 1)]))
+        first_of_a_later_step = p.step > 0 and p.phase == "forward" and p.micro_batch == 0
+        if first_of_a_later_step and start < done[(p.kernel, p.step - 1)]:
+            early.append((p.step, p.kernel, start, done[(p.kernel, p.step - 1)]))
     assert early == []
 
 

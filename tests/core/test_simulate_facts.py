@@ -65,7 +65,7 @@ def test_retained_output_layer_is_not_streamed_back():
     r = wss.simulate(scenario_dict(model=dense_model(512, 1024, 256), wafers=2, global_batch=8,
                                    training={"retain_output_layer": True}))
     assert r.weight_crossings_per_micro_batch == pytest.approx(2 - out_bytes / one_copy, rel=1e-12)
-    down, up = wafer_edges(r)
+    _, up = wafer_edges(r)
     assert up.per_link_bytes == pytest.approx(plan.nnz * 2, rel=1e-12)  # every gradient still goes up
 
 

@@ -106,7 +106,7 @@ def test_no_gain_sentence_and_bad_part():
 
 def test_parts_table_fields_exist():
     scenario = wss.load_scenario(BASE)
-    for label, change, fields in PARTS.values():
+    for _label, _change, fields in PARTS.values():
         for dotted in fields:
             node = scenario
             for part in dotted.split("."):
