@@ -96,7 +96,9 @@ def run_wss(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.Comp
     )
 
 
-def run_wss_parallel(jobs: dict[str, tuple[list[str], Path]], timeout: float = 180) -> dict[str, subprocess.CompletedProcess]:
+def run_wss_parallel(
+    jobs: dict[str, tuple[list[str], Path]], timeout: float = 180
+) -> dict[str, subprocess.CompletedProcess]:
     """Run several ``wss`` commands at once (the machine has several cores); results by job key."""
     procs = {}
     for key, (args, cwd) in jobs.items():

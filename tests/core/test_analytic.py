@@ -15,7 +15,15 @@ from core_helpers import dense_model, ideal_hardware, scenario_dict
 import wss
 from wss.model.kernels.cycles import dense_profile, kernel_cycles
 
-REL = 5e-3  # "within 0.5%"
+#: DESIGN.md's bar ("within 0.5%"): the fill terms of each closed form must matter at this level, so a
+#: formula without them would fail.  Each case below is then held to what it actually achieves.
+DESIGN_REL = 5e-3
+#: Formulas that are exact: only floating-point rounding separates them from the simulator (measured
+#: at most 1e-15).
+EXACT = 1e-12
+#: Formulas exact but for the "ideal" stages of ideal_hardware(): a 1e18 B/s stage still takes
+#: bytes / 1e18 s (about 1e-12 s per chunk), which the formula leaves out.
+IDEAL_STAGES = 1e-9
 MiB = 2**20
 
 
@@ -39,14 +47,15 @@ def chain_seconds(n_chunks: int, service: list[float], latency: float) -> float:
 
 
 @pytest.mark.parametrize(
-    "wafers, swarmx_Bps, io_Bps, hop_s",
+    "wafers, swarmx_Bps, io_Bps, hop_s, rel",
     [
-        (1, 4e10, 1e10, 2e-6),  # one level: the wafer edge runs at min(swarmx, io) = io
-        (4, 1e10, 1e10, 5e-5),  # fan-out 4: still one level
-        (16, 4e10, 1e10, 2e-6),  # two levels, the wafer I/O is the slowest edge
+        # Every stage of these is in the formula (measured 9.7e-16, 8.3e-16 and 5.9e-16).
+        (1, 4e10, 1e10, 2e-6, EXACT),  # one level: the wafer edge runs at min(swarmx, io) = io
+        (4, 1e10, 1e10, 5e-5, EXACT),  # fan-out 4: still one level
+        (16, 4e10, 1e10, 2e-6, EXACT),  # two levels, the wafer I/O is the slowest edge
     ],
 )
-def test_link_bound_dense_kernel_matches_the_pipeline_formula(wafers, swarmx_Bps, io_Bps, hop_s):
+def test_link_bound_dense_kernel_matches_the_pipeline_formula(wafers, swarmx_Bps, io_Bps, hop_s, rel):
     raw = scenario_dict(
         model=dense_model(4096, 4096),
         wafers=wafers,
@@ -81,13 +90,13 @@ def test_link_bound_dense_kernel_matches_the_pipeline_formula(wafers, swarmx_Bps
     expected = last_weight_in + last_chunk_compute + grads_up + update
 
     bytes_term = 2 * k.stream_bytes / io_Bps  # bytes per pass x passes / bandwidth
-    assert expected - bytes_term > 4 * REL * expected  # the fills matter at this tolerance
+    assert expected - bytes_term > 4 * DESIGN_REL * expected  # the fills matter even at 0.5%
 
     r = wss.simulate(s)
     assert r.weight_crossings_per_micro_batch == 2
     for step in r.steps:
-        assert step.time_s == pytest.approx(expected, rel=REL)
-    assert r.step_time_s == pytest.approx(expected, rel=REL)
+        assert step.time_s == pytest.approx(expected, rel=rel)
+    assert r.step_time_s == pytest.approx(expected, rel=rel)
     assert r.bound_by == "stream"
     # the wafer edge is busy for all the weight bytes of a step
     edge = f"swarmx.down.l{levels}"
@@ -114,13 +123,16 @@ def test_memoryx_dram_bound_kernel():
     update = k.nnz * 8 / agg  # SGD: read and write the fp32 weight
     expected = 2 * n * read_chunk + compute + update
     r = wss.simulate(s)
-    assert r.step_time_s == pytest.approx(expected, rel=REL)
+    # Not bit-exact: the network, SwarmX, wafer I/O and input stages are 1e18 B/s, not infinite (measured 7.8e-10).
+    assert r.step_time_s == pytest.approx(expected, rel=IDEAL_STAGES)
     assert r.utilisation["memoryx.stream"] == pytest.approx(2 * k.read_bytes / agg / r.step_time_s, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------- (b) pure broadcast
 
 
+# Not bit-exact: MemoryX's DRAM and network and the inputs are 1e18 B/s stages, not infinite (measured
+# 1.5e-10, 1.1e-10, 1.7e-10 and 1.4e-10).
 @pytest.mark.parametrize("wafers, fan_out, levels", [(64, 4, 3), (64, 2, 6), (5, 4, 2), (256, 4, 4)])
 def test_broadcast_over_the_tree_matches_bytes_over_bw_plus_levels_of_fill(wafers, fan_out, levels):
     B, h = 1e10, 1e-4
@@ -145,11 +157,11 @@ def test_broadcast_over_the_tree_matches_bytes_over_bw_plus_levels_of_fill(wafer
     # bytes / bw + levels * (hop latency + chunk / bw), with MemoryX's own port adding one hop of latency
     expected_last_chunk = k.stream_bytes / B + levels * (h + c / B) - c / B + h
     fills = expected_last_chunk - k.stream_bytes / B
-    assert fills > 10 * REL * expected_last_chunk
+    assert fills > 10 * DESIGN_REL * expected_last_chunk  # the fills matter even at 0.5%
 
     r = wss.simulate(s)
     (fwd,) = only_records(r, name=k.kernel.name, phase="forward", step=0)
-    assert fwd.end_s - compute == pytest.approx(expected_last_chunk, rel=REL)
+    assert fwd.end_s - compute == pytest.approx(expected_last_chunk, rel=IDEAL_STAGES)
     assert fwd.bytes_in == pytest.approx(k.stream_bytes)
     assert r.cluster["tree_levels"] == levels
 
@@ -184,12 +196,16 @@ def test_compute_bound_kernel_matches_the_cycle_model():
         (bwd,) = only_records(r, name="dense", phase="backward", step=step)
         assert fwd.cycles == pytest.approx(kc.forward, rel=1e-12)
         assert bwd.cycles == pytest.approx(kc.backward, rel=1e-12)
-        assert fwd.end_s - fwd.start_s == pytest.approx(kc.forward / w.clock_Hz, rel=1e-6)  # + tiny fills
+        # + tiny fills: step 0's forward first waits 6.7e-11 s for its 64 MiB of inputs at 1e18 B/s (7.9e-7)
+        assert fwd.end_s - fwd.start_s == pytest.approx(kc.forward / w.clock_Hz, rel=1e-6)
         assert fwd.bound_by == "compute" and bwd.bound_by == "compute"
 
     nonweight = sum(f + b for f, b in plan.wafer_op_seconds.values())
     compute = (kc.forward + kc.backward) / w.clock_Hz + nonweight
-    assert r.step_time_s == pytest.approx(compute, rel=REL)
+    # Not exact: the "ideal" 1e18 B/s stages still take bytes / 1e18 s.  Step 0 waits 6.7e-11 s for its
+    # 64 MiB of inputs and every step about 2e-11 s for a weight chunk's fill and the update: 5.2e-11 s a
+    # step on average, 2.2e-7 of it.  Those fills are not in the closed form, so the bound is measured.
+    assert r.step_time_s == pytest.approx(compute, rel=2.5e-7)
     assert r.step_time_s >= compute * (1 - 1e-12)  # fills only add
     assert r.bound_by == "compute"
     assert r.breakdown_s["compute"] == pytest.approx(compute, rel=1e-9)
@@ -202,8 +218,7 @@ def test_stream_and_compute_overlap_max_not_sum():
     compute_only = wss.simulate(scenario_dict(hardware=ideal_hardware(), **base)).step_time_s
     # a link that alone would take about as long as the compute
     bw = 2 * 4096 * 4096 * 2 / compute_only
-    both = wss.simulate(
-        scenario_dict(hardware=ideal_hardware(wafer={"io_bandwidth_Bps": bw}, swarmx={"link_bandwidth_Bps": bw}), **base)
-    ).step_time_s
+    link_bound = ideal_hardware(wafer={"io_bandwidth_Bps": bw}, swarmx={"link_bandwidth_Bps": bw})
+    both = wss.simulate(scenario_dict(hardware=link_bound, **base)).step_time_s
     assert both < 1.5 * compute_only  # overlapped: far below compute + stream = 2 x compute_only
     assert both > compute_only

@@ -156,7 +156,7 @@ def test_all_or_nothing_rolls_back_files_and_new_folders(tmp_path):
         atomic_write_text(tmp_path / "a" / "x.json", "new")
         atomic_write_text(keep, "new")
     assert (tmp_path / "a" / "x.json").read_text(encoding="utf-8") == "new" == keep.read_text(encoding="utf-8")
-    assert not [p for p in tmp_path.rglob("*.tmp")]
+    assert not list(tmp_path.rglob("*.tmp"))
 
 
 def test_all_or_nothing_without_staging_writes_at_once_and_removes_only_empty_new_folders(tmp_path):

@@ -107,7 +107,7 @@ def test_full_inbox_blocks_the_sender():
 
 def test_backpressure_propagates_up_a_chain():
     env = simpy.Environment()
-    links, sink = build_chain(env, 3, bandwidth=1.0, latency=0.0, capacity=1, sink_capacity=1)
+    links, _sink = build_chain(env, 3, bandwidth=1.0, latency=0.0, capacity=1, sink_capacity=1)
     accepted = []
     env.process(feed(env, links[0].inbox, 20, 1.0, accepted))
     env.run(until=50)

@@ -49,4 +49,5 @@ def test_a_slow_clock_run_is_compute_bound_and_its_bubble_counts_only_its_wait()
     assert r.bound_by == "compute"
     assert r.breakdown_s["bubble"] > 0
     assert r.pacing_s["bubble"] == pytest.approx(r.breakdown_s["bubble"], rel=1e-9)
-    assert r.pacing_s["compute"] == pytest.approx(r.breakdown_s["compute"], rel=1e-3)
+    # Every pass here is paced by its own compute, so pacing and breakdown agree (measured: exactly).
+    assert r.pacing_s["compute"] == pytest.approx(r.breakdown_s["compute"], rel=1e-9)

@@ -292,7 +292,11 @@ def test_the_errors_are_wss_errors():
         ("gpt3_175b.yaml", "training.seq_len=4096", ["training.seq_len", "context", "2048"]),
         ("fc_mnist.yaml", "training.seq_len=128", ["training.seq_len", "only to token models"]),
         ("fc_mnist.yaml", "training.micro_batch=1000", ["training.micro_batch", "per-wafer batch of 64"]),
-        ("fc_mnist.yaml", "training.micro_batch=0", ["training.micro_batch: must be a positive integer or 'auto', got 0"]),
+        (
+            "fc_mnist.yaml",
+            "training.micro_batch=0",
+            ["training.micro_batch: must be a positive integer or 'auto', got 0"],
+        ),
     ],
     ids=["seq-beyond-context", "seq-on-features", "micro-batch-too-big", "micro-batch-zero"],
 )

@@ -156,7 +156,12 @@ def test_override_with_a_list_index_inside_a_model_preset():
     "hardware, key, value, get",
     [
         ("cs2-cluster", "hardware.wafers", 4, lambda s: s.hardware.wafers),
-        ({"preset": "cs2-cluster", "memoryx": "memoryx-4tb"}, "hardware.memoryx.shards", 1, lambda s: s.hardware.memoryx.shards),
+        (
+            {"preset": "cs2-cluster", "memoryx": "memoryx-4tb"},
+            "hardware.memoryx.shards",
+            1,
+            lambda s: s.hardware.memoryx.shards,
+        ),
     ],
     ids=["cluster-name", "part-name"],
 )

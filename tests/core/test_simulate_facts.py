@@ -65,7 +65,7 @@ def test_retained_output_layer_is_not_streamed_back():
     r = wss.simulate(scenario_dict(model=dense_model(512, 1024, 256), wafers=2, global_batch=8,
                                    training={"retain_output_layer": True}))
     assert r.weight_crossings_per_micro_batch == pytest.approx(2 - out_bytes / one_copy, rel=1e-12)
-    down, up = wafer_edges(r)
+    _, up = wafer_edges(r)
     assert up.per_link_bytes == pytest.approx(plan.nnz * 2, rel=1e-12)  # every gradient still goes up
 
 
@@ -147,8 +147,9 @@ def test_step_time_stays_flat_with_a_fixed_per_wafer_batch():
                           training={"seq_len": 2048})
         )
         times[n] = r.step_time_s
-        assert r.samples_per_s == pytest.approx(4 * n / r.step_time_s)
-    for n, t in times.items():
+        assert r.samples_per_s == pytest.approx(4 * n / r.step_time_s, rel=1e-12)
+    # Not exact: each tree level adds a fill and a drain (64 wafers, three levels: +3.1%).
+    for t in times.values():
         assert t == pytest.approx(times[1], rel=0.05), times
     assert times[64] >= times[1]  # deeper tree: only fills are added
 
@@ -228,7 +229,8 @@ def test_input_bound_step_is_one_transfer_per_micro_batch_plus_the_last_compute(
     )
     r = wss.simulate(raw)
     # input workers run at most one micro-batch ahead: micro-batch i is ready at (i + 1) x transfer
-    assert r.step_time_s == pytest.approx(4 * transfer + last_compute, rel=1e-6)
+    # Not bit-exact: the ideal_hardware() stages are 1e18 B/s, not infinite (measured 3.9e-11).
+    assert r.step_time_s == pytest.approx(4 * transfer + last_compute, rel=1e-9)
     assert r.bound_by == "input"
     assert r.link_bytes["inputs->wafer"].per_link_bytes == 40 * 1024 * 2
 
@@ -243,5 +245,6 @@ def test_bound_by_names_what_paces_the_step_not_the_largest_share():
     assert r.pacing_s["stream"] > 2 * r.pacing_s["compute"]  # small kernels ride on the buffered lead
     clock = base.hardware.wafer.clock_Hz
     faster_clock = wss.simulate(wss.load_scenario(base, overrides={"hardware.wafer.clock_Hz": 2 * clock}))
-    assert faster_clock.step_time_s == pytest.approx(r.step_time_s, rel=0.01)
+    # Not exact: the few passes the compute paces do get faster (measured 9.8e-7 of the step).
+    assert faster_clock.step_time_s == pytest.approx(r.step_time_s, rel=1e-5)
     assert faster_clock.bound_by == "stream"

@@ -33,7 +33,7 @@ def test_never_simulates_and_adds_up(name, no_simulation):
     assert est.pacing_s[est.bound_by] == max(est.pacing_s.values())
     assert sum(est.pacing_s.values()) == pytest.approx(est.step_time_s, rel=1e-9)
     s = wss.load_scenario(SCENARIOS / f"{name}.yaml")
-    assert est.samples_per_s == pytest.approx(s.training.global_batch / est.step_time_s)
+    assert est.samples_per_s == pytest.approx(s.training.global_batch / est.step_time_s, rel=1e-12)
 
 
 def test_accepts_what_simulate_accepts_and_is_pure():
@@ -90,7 +90,8 @@ def test_non_weight_work_hides_under_the_stream():
             naive += max(s, kp.cycles[t].forward / clock) + max(s, kp.cycles[t].backward / clock)
         naive += sum(f + b for (_, tt), (f, b) in plan.wafer_op_seconds.items() if tt == t)
     assert est.terms_s["passes"] < naive
-    assert est.step_time_s == pytest.approx(wss.simulate(plan.scenario).step_time_s, rel=1e-4)
+    # docs/fidelity.md: no bounded-buffer effect here, so the estimate is the simulation (measured 2.3e-13).
+    assert est.step_time_s == pytest.approx(wss.simulate(plan.scenario).step_time_s, rel=1e-9)
 
 
 def test_more_wafers_never_slower_per_sample_on_the_stream():
@@ -99,5 +100,6 @@ def test_more_wafers_never_slower_per_sample_on_the_stream():
     one = estimate(wss.load_scenario(SCENARIOS / "cs3_gpt3_13b.yaml", base))
     many = estimate(wss.load_scenario(SCENARIOS / "cs3_gpt3_13b.yaml",
                                       {"hardware.wafers": 64, "training.global_batch": 512}))
+    # Not exact: 64 wafers add two tree levels of fill and drain (measured +0.12%).
     assert many.step_time_s == pytest.approx(one.step_time_s, rel=0.01)
     assert many.step_time_s >= one.step_time_s  # deeper tree: longer fill and drain

@@ -66,7 +66,11 @@ def test_the_bridge_maps_precision_and_fan_out():
     [
         ({"l0": {"activation": "gelu"}}, "workload.model.layers.0.activation", "relu or tanh"),
         ({"l1": {"activation": "relu"}}, "workload.model.layers.1.activation", "must be 'none'"),
-        ({"l1": {"repeat": 2, "in_features": 16, "out_features": 16}}, "workload.model.layers.1.repeat", "single output"),
+        (
+            {"l1": {"repeat": 2, "in_features": 16, "out_features": 16}},
+            "workload.model.layers.1.repeat",
+            "single output",
+        ),
     ],
 )
 def test_activations_the_numerics_cannot_run_are_errors(over, field, text):

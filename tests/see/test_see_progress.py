@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 import wss
 from wss.views.progress import ProgressBar, progress_bar
 
@@ -78,12 +80,9 @@ def test_clamps_and_wipes_longer_lines():
 
 def test_exception_leaves_the_fraction():
     out, clock = FakeTTY(), Clock()
-    try:
-        with ProgressBar("s", out, clock=clock, delay_s=0.0) as bar:
-            bar(0.25)
-            raise RuntimeError
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError), ProgressBar("s", out, clock=clock, delay_s=0.0) as bar:  # not swallowed
+        bar(0.25)
+        raise RuntimeError
     assert "25%" in out.getvalue().splitlines()[-1]
     assert out.getvalue().endswith("\n")
 

@@ -141,8 +141,8 @@ def test_merging_keeps_bytes_and_shrinks_the_trace(fc_run):
                    and e["tid"] == tid)
 
     down = cluster.swarmx.down[0]
-    assert link_bytes(merged, "SwarmX level 1 (1 node)") == pytest.approx(down.bytes)
-    assert link_bytes(raw, "SwarmX level 1 (1 node)") == pytest.approx(down.bytes)
+    assert link_bytes(merged, "SwarmX level 1 (1 node)") == pytest.approx(down.bytes, rel=1e-12)
+    assert link_bytes(raw, "SwarmX level 1 (1 node)") == pytest.approx(down.bytes, rel=1e-12)
 
 
 def test_counters_are_fractions(fc_run):

@@ -46,9 +46,11 @@ def test_verdict_names_the_bounding_part(case):
     assert v.bound_by == bound, v.format()
     assert v.best is not None and v.best.parts == best, v.format()
     if case != "co-bottleneck":
-        assert v.best.gain == pytest.approx(0.5, abs=0.05)  # one part bounds it all: doubling it halves the step
+        # One part bounds it all: doubling it halves the step, but for fills and the parts it does not
+        # bound (measured within 0.06% of a half).
+        assert v.best.gain == pytest.approx(0.5, abs=0.05)
     assert v.share > 0.4
-    assert v.best.step_time_s == pytest.approx(result.step_time_s * (1 - v.best.gain))
+    assert v.best.step_time_s == pytest.approx(result.step_time_s * (1 - v.best.gain), rel=1e-12)
     gains = [c.gain for c in v.candidates]
     assert gains == sorted(gains, reverse=True)
     text = v.format()
@@ -104,7 +106,7 @@ def test_no_gain_sentence_and_bad_part():
 
 def test_parts_table_fields_exist():
     scenario = wss.load_scenario(BASE)
-    for label, change, fields in PARTS.values():
+    for _label, _change, fields in PARTS.values():
         for dotted in fields:
             node = scenario
             for part in dotted.split("."):

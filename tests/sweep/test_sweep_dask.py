@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import distributed  # in the [test] extra: without it these tests fail, never skip
 import pandas as pd
 import pytest
 
 from wss.studies.sweep import sweep
-
-distributed = pytest.importorskip("distributed")
 
 VARY = {"hardware.wafers": [1, 2, 4], "workload.sparsity": [0.0, 0.5]}
 

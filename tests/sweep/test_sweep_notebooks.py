@@ -6,11 +6,12 @@ import json
 import sys
 from pathlib import Path
 
+import ipykernel  # noqa: F401  (the kernel the notebooks run in)
+import nbclient
+import nbformat
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+# nbformat, nbclient and ipykernel are in the [test] extra: without them these tests fail, never skip.
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NAMES = ["cluster_scaling", "sparsity", "training_numerics"]

@@ -36,7 +36,10 @@ def test_reference_is_the_smallest_point_that_ran():
 def test_sweep_groups_by_the_other_axes(base):
     df = sweep(
         base,
-        {("hardware.wafers", "training.global_batch"): [(1, 8), (2, 16), (4, 32), (8, 64)], "workload.sparsity": [0.0, 0.9]},
+        {
+            ("hardware.wafers", "training.global_batch"): [(1, 8), (2, 16), (4, 32), (8, 64)],
+            "workload.sparsity": [0.0, 0.9],
+        },
         executor="serial",
     )
     for _, part in df.groupby("workload.sparsity"):

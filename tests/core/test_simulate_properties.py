@@ -1,0 +1,235 @@
+"""Properties of ``wss.simulate`` over generated scenarios (Hypothesis).
+
+Scenarios are built as plain dicts from small strategies: the shipped small models (the FC-MNIST
+preset, GPT-3 125M at a short sequence) and two inline ones (a two-layer MLP, a two-block
+transformer), 1 to 8 wafers, a few samples per wafer, one or two steps, any optimizer, sparsity up to
+0.9, and every bandwidth and the wafer clock scaled from the CS-2 preset.  Some draws spill MemoryX
+state to flash so the flash bandwidths matter.  Each example simulates in tens of milliseconds.
+
+The runs are derandomized (the same examples every run, so CI is deterministic) and use no example
+database.  Only the public API is used: ``wss.load_scenario``, ``wss.plan``, ``wss.simulate`` and
+Result fields.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+import wss
+
+#: Inline models kept tiny: each simulates in about 10 ms.
+MLP = {
+    "name": "mlp",
+    "input": "features",
+    "layers": [
+        {"kind": "dense", "in_features": 512, "out_features": 1024, "activation": "relu"},
+        {"kind": "dense", "in_features": 1024, "out_features": 256, "activation": "none"},
+    ],
+}
+TINY_GPT = {
+    "name": "tiny-gpt",
+    "input": "tokens",
+    "seq_len": 64,
+    "layers": [
+        {"kind": "embedding", "vocab_size": 1024, "d_model": 256, "max_positions": 64},
+        {"kind": "transformer_block", "repeat": 2, "d_model": 256, "n_heads": 4},
+        {"kind": "output_head", "d_model": 256, "vocab_size": 1024},
+    ],
+}
+#: name -> (workload.model, training fields the model needs)
+MODELS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "fc-mnist": ("fc-mnist", {}),
+    "mlp": (MLP, {}),
+    "tiny-gpt": (TINY_GPT, {}),
+    "gpt3-125m": ("gpt3-125m", {"seq_len": 128}),
+}
+
+#: Every rate a scenario sets: slowing any of them may only lengthen the step.
+RATES = (
+    "hardware.wafer.clock_Hz",
+    "hardware.wafer.io_bandwidth_Bps",
+    "hardware.swarmx.link_bandwidth_Bps",
+    "hardware.memoryx.dram_bandwidth_Bps",
+    "hardware.memoryx.network_bandwidth_Bps",
+    "hardware.memoryx.flash_read_bandwidth_Bps",
+    "hardware.memoryx.flash_write_bandwidth_Bps",
+    "hardware.memoryx.optimizer_flops",
+    "hardware.inputs.bandwidth_Bps",
+)
+
+#: Multipliers of a rate, from a hundredth to ten times the preset's (Hypothesis shrinks toward 1).
+MULTIPLIER = st.sampled_from([1.0, 0.5, 2.0, 0.1, 10.0, 0.01, 0.25])
+
+#: Derandomized (the same examples every run) and without an example database: CI is deterministic.
+PROPERTIES = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+)
+
+
+def get(scenario: wss.Scenario, dotted: str) -> Any:
+    """The value of a dotted field of a resolved scenario (``hardware.wafer.clock_Hz``)."""
+    node: Any = scenario
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def build(raw: dict[str, Any], overrides: dict[str, Any] | None = None) -> wss.Scenario:
+    """Load a generated scenario; draws the machine cannot hold are discarded (``assume``), not failed."""
+    try:
+        scenario = wss.load_scenario(raw, overrides)
+        wss.plan(scenario)
+    except wss.InfeasibleError:
+        assume(False)
+    return scenario
+
+
+#: The CS-2 cluster preset resolved once: the rates the multipliers scale.
+PRESET = wss.load_scenario(
+    {
+        "name": "preset",
+        "hardware": {"preset": "cs2-cluster"},
+        "workload": {"model": "fc-mnist"},
+        "training": {"global_batch": 1},
+    }
+)
+
+
+def put(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set a dotted field in a scenario dict, making the mappings on the way."""
+    *path, last = dotted.split(".")
+    node = raw
+    for part in path:
+        node = node.setdefault(part, {})
+    node[last] = value
+
+
+@st.composite
+def scenarios(draw) -> dict[str, Any]:
+    """A small scenario as a dict: model, wafers, per-wafer batch, steps, optimizer, sparsity, rates.
+
+    Only what differs from the cs2-cluster preset is spelled out, so a failing example reads short.
+    """
+    model, training = MODELS[draw(st.sampled_from(sorted(MODELS)))]
+    n = draw(st.integers(1, 8))
+    per_wafer = draw(st.integers(1, 8))
+    raw: dict[str, Any] = {
+        "name": "property",
+        "hardware": {"preset": "cs2-cluster", "wafers": n},
+        "workload": {"model": model, "sparsity": draw(st.sampled_from([0.0, 0.5, 0.9, 0.25, 0.75]))},
+        "training": {
+            "global_batch": n * per_wafer,
+            "optimizer": draw(st.sampled_from(["sgd", "momentum", "adam", "adamw"])),
+            "steps": draw(st.integers(1, 2)),
+            **training,
+        },
+    }
+    micro = draw(st.one_of(st.just("auto"), st.integers(1, per_wafer)))
+    if micro != "auto":
+        raw["training"]["micro_batch"] = micro
+    buffers = draw(st.sampled_from([2, 1, 4]))
+    if buffers != 2:
+        raw["simulation"] = {"buffer_chunks": buffers}
+    for key in RATES:
+        m = draw(MULTIPLIER)
+        if m != 1.0:
+            put(raw, key, get(PRESET, key) * m)
+    spill = draw(st.sampled_from([None, 0.9, 0.5]))
+    if spill is not None:
+        # Part of the state in flash: DRAM holds a fraction of it (and stages prefetches in a quarter).
+        try:
+            state = wss.plan(raw).memoryx_state_bytes
+        except wss.InfeasibleError:
+            assume(False)
+        shards = PRESET.hardware.memoryx.shards
+        put(raw, "hardware.memoryx.dram_capacity_bytes", spill * state / shards)
+        put(raw, "hardware.memoryx.flash_capacity_bytes", 4 * state / shards)
+    return raw
+
+
+# ---------------------------------------------------------------------------- step time and breakdown
+
+#: fsum of a step's breakdown against its time: measured within 1 ulp (2.2e-16) over 3,000 random
+#: draws; 1e-13 leaves room for another summation order and is far below any modelled term.
+SUM_REL = 1e-13
+
+
+@settings(PROPERTIES, max_examples=300)
+@given(scenarios())
+def test_step_time_is_positive_and_finite_and_the_breakdown_sums_to_it(raw):
+    s = build(raw)
+    r = wss.simulate(s)
+    assert math.isfinite(r.step_time_s) and r.step_time_s > 0
+    assert len(r.steps) == s.training.steps
+    for step in r.steps:
+        assert math.isfinite(step.time_s) and step.time_s > 0
+        assert all(v >= 0 for v in step.breakdown_s.values())
+        assert math.fsum(step.breakdown_s.values()) == pytest.approx(step.time_s, rel=SUM_REL, abs=0)
+    assert math.fsum(r.breakdown_s.values()) == pytest.approx(r.step_time_s, rel=SUM_REL, abs=0)
+
+
+# ---------------------------------------------------------------------------- monotone in every rate
+
+
+@settings(PROPERTIES, max_examples=300)
+@given(scenarios(), st.sampled_from(RATES), st.sampled_from([0.5, 0.9, 0.1, 0.99]))
+def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
+    """Slowing one bandwidth (or the clock, or the optimizer) never makes the step shorter.
+
+    No slack: 3,000 random draws found no step shortened by any amount, however small.
+    """
+    base = build(raw)
+    slower = build(raw, {rate: get(base, rate) * factor})
+    t0 = wss.simulate(base).step_time_s
+    t1 = wss.simulate(slower).step_time_s
+    assert t1 >= t0, (rate, factor, t0, t1)
+
+
+# ---------------------------------------------------------------------------- weak scaling
+
+#: The smallest scenario found where doubling the wafers raises the throughput per wafer (see the xfail).
+DEEPER_TREE_IS_FASTER = {
+    "name": "property",
+    "hardware": {
+        "preset": "cs2-cluster",
+        "wafers": 4,
+        "wafer": {"io_bandwidth_Bps": 3e10},
+        "memoryx": {"network_bandwidth_Bps": 2.5e9},
+    },
+    "workload": {"model": "fc-mnist", "sparsity": 0.0},
+    "training": {"global_batch": 4, "optimizer": "sgd", "steps": 1},
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="a deeper SwarmX tree buffers more weight chunks, so 8 wafers beat 4 per wafer: "
+    "{'hardware': {'preset': 'cs2-cluster', 'wafers': 4, 'wafer': {'io_bandwidth_Bps': 3e10}, "
+    "'memoryx': {'network_bandwidth_Bps': 2.5e9}}, 'workload': {'model': 'fc-mnist'}, "
+    "'training': {'global_batch': 4, 'optimizer': 'sgd', 'steps': 1}} takes 99.080 us a step on 4 wafers "
+    "(one tree level) and 99.035 us on 8 (two levels, global_batch 8); up to 3% on gpt3-125m",
+)
+@settings(PROPERTIES, max_examples=200)
+@example(DEEPER_TREE_IS_FASTER)
+@given(scenarios())
+def test_doubling_the_wafers_at_a_fixed_per_wafer_batch_never_raises_throughput_per_wafer(raw):
+    """Twice the wafers at the same samples per wafer: at most twice the samples per second.
+
+    No slack: at one tree depth the two runs give bit-identical step times.  The explicit example is
+    the known failure: while it fails Hypothesis stops there, so the xfail costs no generated runs.
+    """
+    n = raw["hardware"]["wafers"]
+    per_wafer = raw["training"]["global_batch"] // n
+    one = build(raw)
+    two = build(raw, {"hardware.wafers": 2 * n, "training.global_batch": 2 * n * per_wafer})
+    a, b = wss.simulate(one), wss.simulate(two)
+    assert b.samples_per_s <= 2 * a.samples_per_s, (a.step_time_s, b.step_time_s)
+    assert b.samples_per_s / (2 * n) <= a.samples_per_s / n
