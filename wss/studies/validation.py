@@ -264,8 +264,12 @@ class Outcome:
 
 
 def default_directory() -> Path:
-    """``scenarios/validation`` of the repository this package sits in."""
-    return Path(__file__).resolve().parents[2] / "scenarios" / "validation"
+    """The shipped validation cases: inside the installed package, else ``scenarios/validation`` of the checkout."""
+    package = Path(__file__).resolve().parents[1]  # wss/
+    packaged = package / "scenarios" / "validation"
+    if packaged.is_dir():
+        return packaged
+    return package.parent / "scenarios" / "validation"
 
 
 def load_case(path: str | Path) -> Case:
