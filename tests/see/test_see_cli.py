@@ -70,6 +70,17 @@ def test_report_command_table_and_csv(result_file, tmp_path):
         assert len(list(csv.DictReader(fh))) == len(wss.Result.load(result_file).records)
 
 
+def test_report_group_and_totals(result_file, tmp_path):
+    csv_path = tmp_path / "phases.csv"
+    code, text = _run(["report", str(result_file), "--group", "phase", "--csv", str(csv_path)])
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["where", "phase", "kernels"]
+    assert lines[-2].startswith("per step, from the records: compute")
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        assert {r["phase"] for r in csv.DictReader(fh)} == {"forward", "backward", "update"}
+
+
 def test_report_verdict(result_file):
     code, text = _run(["report", str(result_file), "--limit", "1", "--verdict"])
     assert code == 0

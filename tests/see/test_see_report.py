@@ -64,3 +64,26 @@ def test_csv_round_trip(result, tmp_path):
         assert float(b["start_s"]) == a["start_s"]  # full precision
         assert b["kernel"] == a["kernel"] and int(b["step"]) == a["step"]
     assert table_csv(rows) == path.read_text(encoding="utf-8")
+
+
+def test_grouped_tables_and_totals(result):
+    from wss.views.report import GROUP_COLUMNS, format_totals, group_rows
+
+    rows = kernel_table(result)
+    steps = len(result.steps)
+    by_kernel = group_rows(rows, "kernel", steps=steps)
+    assert all(tuple(g) == GROUP_COLUMNS for g in by_kernel)
+    fc1 = next(g for g in by_kernel if g["where"] == "wafer" and g["kernel"] == "fc1")
+    assert fc1["phase"] == "forward+backward" and fc1["passes"] == 2 * steps
+    assert fc1["bytes_in"] == pytest.approx(sum(r["bytes_in"] for r in rows if r["kernel"] == "fc1"
+                                                and r["where"] == "wafer") / steps, rel=1e-12)
+    by_phase = group_rows(rows, "phase", steps=steps)
+    assert {(g["where"], g["phase"]) for g in by_phase} == {("wafer", "forward"), ("wafer", "backward"),
+                                                             ("memoryx", "update")}
+    assert group_rows(rows, "pass") == rows
+    with pytest.raises(ValueError):
+        group_rows(rows, "layer")
+    text = format_table(by_phase, limit=0, group="phase")
+    assert text.splitlines()[0].split()[:4] == ["where", "phase", "kernels", "passes"]
+    assert table_csv(by_kernel, "kernel").splitlines()[0] == ",".join(GROUP_COLUMNS)
+    assert "per step, from the records: compute" in format_totals(result)

@@ -40,7 +40,7 @@ class SeeInputError(WssError):
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``plot`` and ``report`` to the ``wss`` sub-command parsers."""
-    from wss.views.report import SORT_KEYS
+    from wss.views.report import GROUPS, SORT_KEYS
 
     plot = subparsers.add_parser("plot", help="draw a result's timeline, per-kernel time, utilisation and memory")
     plot.add_argument("result", type=Path, help="result.json written by wss simulate")
@@ -57,6 +57,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
     rep.add_argument("--sort", choices=SORT_KEYS, default="time",
                      help="row order: time (default), duration (longest first), stall (most exposed stall first)")
+    rep.add_argument("--group", choices=GROUPS, default="pass",
+                     help="one row per pass (default), or per kernel or phase summed per step, folded micro-batches "
+                          "included (also for --csv)")
     rep.add_argument("--verdict", action="store_true",
                      help="say what bounds the step and re-simulate to find the change that helps most")
     rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -118,18 +121,20 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _report(args: argparse.Namespace, out: TextIO) -> int:
-    from wss.views.report import format_table, kernel_table, sort_rows, write_csv
+    from wss.views.report import format_table, format_totals, group_rows, kernel_table, sort_rows, write_csv
 
     if args.limit < 0:
         raise SeeInputError(f"--limit {args.limit}: must be 0 (all rows) or more")
     result = load_result(args.result)
-    rows = kernel_table(result)
+    group = getattr(args, "group", "pass")
+    rows = group_rows(kernel_table(result), group, steps=len(result.steps))
     if args.csv is not None:
         with all_or_nothing():  # a bad --csv path fails before anything is printed, and makes no folder
             ensure_file_target(args.csv)
-            path = write_csv(args.csv, rows)
+            path = write_csv(args.csv, rows, group)
     if not args.quiet:
-        print(format_table(sort_rows(rows, args.sort), limit=args.limit), file=out)
+        print(format_table(sort_rows(rows, args.sort), limit=args.limit, group=group), file=out)
+        print(format_totals(result), file=out)
         if args.csv is not None:
             print(f"wrote {path}", file=out)
     if args.verdict:

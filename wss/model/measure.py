@@ -10,6 +10,7 @@ from wss.model.cluster import Cluster
 from wss.model.fold import Fold
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
+    RECORD_SECONDS,
     FlopsSummary,
     KernelRecord,
     LinkBytes,
@@ -46,8 +47,9 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     step_time = windows.total_s / n_steps
     samples = s.training.global_batch
     tokens = samples * plan.tokens_per_sample
-    records, pass_paces = _records(cluster, shift)
-    pacing = _pacing(records, pass_paces, fold, n_steps, [(a, b, c) for a, b, c, p in timeline if p == -1])
+    tail = [(a, b, c) for a, b, c, p in timeline if p == -1]
+    records, pass_paces = _records(cluster, shift, tail)
+    pacing = _pacing(records, pass_paces, n_steps, tail)
     return Result(
         wss_version=version,
         scenario=s,
@@ -63,7 +65,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         utilisation=_utilisation(cluster, windows.total_s),
         link_bytes=_link_bytes(cluster),
         weight_crossings_per_micro_batch=_crossings(cluster),
-        phase_s=_phase_seconds(records, fold, n_steps),
+        phase_s=_phase_seconds(records, n_steps),
         memory=_memory(plan),
         cluster=_cluster_facts(cluster),
         numerics=numerics,
@@ -108,13 +110,17 @@ def _timeline_with_tail(cluster: Cluster, total_sim: float) -> list[tuple[float,
     timeline = list(cluster.wafer.timeline)
     last_wafer = timeline[-1][1] if timeline else 0.0
     if total_sim > last_wafer:
-        last_step = cluster.plan.scenario.training.steps - 1
-        last_job = max((j for j in cluster.optimizer.jobs if j.kind == "update" and j.step == last_step),
-                       key=lambda j: j.end)
+        last_job = _last_update(cluster)
         q = min(max(last_job.queued_s, 0.0), total_sim - last_wafer)
         timeline.append((last_wafer, last_wafer + q, "optimizer", -1))
         timeline.append((last_wafer + q, total_sim, "bubble", -1))
     return timeline
+
+
+def _last_update(cluster: Cluster) -> Any:
+    """The optimizer job that ends the run: the last step's last update."""
+    last_step = cluster.plan.scenario.training.steps - 1
+    return max((j for j in cluster.optimizer.jobs if j.kind == "update" and j.step == last_step), key=lambda j: j.end)
 
 
 def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[float], fold: Fold | None,
@@ -190,15 +196,14 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
     }
 
 
-def _copies(r: KernelRecord, fold) -> int:
-    """How many micro-batches a record stands for (a folded run copies one micro-batch)."""
-    return 1 + fold.copies if fold is not None and r.micro_batch == fold.copied_micro_batch else 1
+def _repeats(fold: Fold | None, micro_batch: int) -> int:
+    """How many micro-batches a record of ``micro_batch`` stands for (a folded run copies one micro-batch)."""
+    return 1 + fold.copies if fold is not None and micro_batch == fold.copied_micro_batch else 1
 
 
 def _pacing(
     records: list[KernelRecord],
     pass_paces: list[dict[str, float]],
-    fold: Fold | None,
     steps: int,
     tail: list[tuple[float, float, str]],
 ) -> dict[str, float]:
@@ -206,18 +211,18 @@ def _pacing(
     out = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
     for r, pace in zip(records, pass_paces):  # the wafer records come first, one per pass
         for c, v in pace.items():
-            out[c] += _copies(r, fold) * v
+            out[c] += r.repeats * v
     for a, b, cause in tail:
         out[cause] += b - a
     return {c: v / steps for c, v in out.items()}
 
 
-def _phase_seconds(records: list[KernelRecord], fold, steps: int) -> dict[str, float]:
+def _phase_seconds(records: list[KernelRecord], steps: int) -> dict[str, float]:
     """Mean time per step in each phase; a folded run's copied micro-batch counts once per copy too."""
     out: dict[str, float] = {}
     for r in records:
         key = f"{r.where}.{r.phase}"
-        out[key] = out.get(key, 0.0) + _copies(r, fold) * (r.end_s - r.start_s) / steps
+        out[key] = out.get(key, 0.0) + r.repeats * (r.end_s - r.start_s) / steps
     return dict(sorted(out.items()))
 
 
@@ -311,11 +316,25 @@ def _memory(plan) -> MemoryFootprint:
     )
 
 
-def _records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
-    """Kernel records (wafer passes, then MemoryX jobs) and each wafer pass's pacing split."""
+def _records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]
+             ) -> tuple[list[KernelRecord], list[dict[str, float]]]:
+    """Kernel records (wafer passes, then MemoryX jobs) and each wafer pass's pacing split.
+
+    Each wafer pass carries its seconds by cause, and each record the micro-batches it stands
+    for.  The run's tail (the wafer's wait after its last pass, by cause) goes to the stall fields
+    of the update that ends the run: no pass absorbs it, but the last step pays for it.
+    """
+    recs, paces = _wafer_records(cluster, shift)
+    return recs + _memoryx_records(cluster, shift, tail), paces
+
+
+def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
+    """One record per wafer pass, and its pacing split."""
     plan = cluster.plan
+    fold = cluster.fold
     recs: list[KernelRecord] = []
     paces: list[dict[str, float]] = []
+    seconds = _pass_seconds(cluster.wafer.timeline, len(cluster.wafer.passes))
     for p, t in zip(cluster.program, cluster.wafer.passes):
         op = plan.ops[p.op]
         pace = pass_pacing(t.compute_s, t.stall_by)
@@ -336,9 +355,23 @@ def _records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
+                repeats=_repeats(fold, p.micro_batch),
+                **_seconds_fields(seconds[p.index]),
             )
         )
+    return recs, paces
+
+
+def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
+    """One record per optimizer job (update or accumulation), in start order; the last update takes the tail."""
+    plan = cluster.plan
+    fold = cluster.fold
+    recs: list[KernelRecord] = []
     opt = cluster.optimizer
+    last_job = _last_update(cluster) if tail else None
+    drain: dict[str, float] = {}
+    for a, b, cause in tail:
+        drain[cause] = drain.get(cause, 0.0) + (b - a)
     for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
         kp = plan.kernels[j.kernel]
         if j.tier == "dram":
@@ -361,6 +394,25 @@ def _records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
+                repeats=_repeats(fold, j.micro_batch),
+                **_seconds_fields(drain if j is last_job else {}),
             )
         )
-    return recs, paces
+    return recs
+
+
+def _pass_seconds(timeline: list[tuple[float, float, str, int]], n_passes: int) -> list[dict[str, float]]:
+    """Each pass's seconds by cause, summed from the wafer's timeline spans.
+
+    The same spans the steps' breakdown adds up, so the records' totals match it to rounding.
+    """
+    out: list[dict[str, float]] = [{} for _ in range(n_passes)]
+    for a, b, cause, p in timeline:
+        if p >= 0:
+            out[p][cause] = out[p].get(cause, 0.0) + (b - a)
+    return out
+
+
+def _seconds_fields(by_cause: dict[str, float]) -> dict[str, Any]:
+    """``{cause: seconds}`` as :class:`KernelRecord` keyword arguments (``compute_s``, ``stall_<cause>_s``)."""
+    return {RECORD_SECONDS[c]: v for c, v in by_cause.items()}

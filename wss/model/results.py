@@ -14,7 +14,15 @@ import numbers
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from wss.files import atomic_write_text
 from wss.model.scenario import Scenario
@@ -30,6 +38,8 @@ __all__ = [
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
     "RATE_CAUSES",
+    "RECORD_SECONDS",
+    "records_breakdown_s",
     "pass_pacing",
     "paced_by",
     "bound_category",
@@ -103,13 +113,23 @@ class StepRecord(_Data):
 
 
 class KernelRecord(_Data):
-    """One pass of one operation on the wafer, or one MemoryX update."""
+    """One pass of one operation on the wafer, one MemoryX update or accumulation, or the run's drain.
+
+    A folded run (:mod:`wss.model.fold`) simulates a few micro-batches of each step and repeats
+    one of them: that micro-batch's records stand for every copy, and ``repeats`` says how many
+    micro-batches each record stands for (1 elsewhere).  A total over the records weights each
+    by ``repeats``; so weighted, the wafer records' ``compute_s`` and ``stall_*_s`` add up to the
+    steps' :attr:`StepRecord.breakdown_s`.
+
+    The last record of the wafer (phase ``drain``, name ``end of run``) is its wait after its last
+    pass for the run's last update: no operation runs, but the last step pays for it.
+    """
 
     step: int
     micro_batch: int
     name: str
     layer: str
-    phase: str = Field(description="forward, recompute, backward, accumulate or update")
+    phase: str = Field(description="forward, recompute, backward, accumulate, update or drain")
     where: str = Field(description="wafer or memoryx")
     start_s: float
     end_s: float
@@ -118,6 +138,49 @@ class KernelRecord(_Data):
     cycles: float
     bound_by: str
     exposed_stall_s: float
+    repeats: int = Field(1, description="Micro-batches this record stands for: 1, or 1 + the copies of a folded "
+                         "run's repeated micro-batch.  Weight totals over records by it.")
+    compute_s: float = Field(0.0, description="Seconds the wafer computed in this pass (0 for MemoryX records).")
+    stall_stream_s: float = Field(0.0, description="Seconds the wafer waited for the weight path in this pass.")
+    stall_flash_s: float = Field(0.0, description="Seconds the wafer waited for flash prefetch in this pass.")
+    stall_optimizer_s: float = Field(0.0, description="Seconds the wafer waited on the optimizer's queue.")
+    stall_bubble_s: float = Field(0.0, description="Seconds the wafer waited for an update (iteration boundary).")
+    stall_input_s: float = Field(0.0, description="Seconds the wafer waited for input data in this pass.")
+
+    @model_serializer(mode="wrap")
+    def _compact_json(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """In JSON, leave out the counts and seconds at their defaults (1 and 0): loading restores them.
+
+        Most passes wait for one cause at most, so this keeps ``result.json`` about a third smaller;
+        :meth:`Result.to_records` (Python mode) keeps every field.
+        """
+        data = handler(self)
+        if info.mode_is_json():
+            for f in _OPTIONAL_FIELDS:
+                if data.get(f) == KernelRecord.model_fields[f].default:
+                    del data[f]
+        return data
+
+    def seconds_by_category(self) -> dict[str, float]:
+        """The wafer's seconds in this record (one repeat) by :data:`BREAKDOWN_CATEGORIES`; zeros for MemoryX."""
+        return {c: getattr(self, f) for c, f in RECORD_SECONDS.items()}
+
+
+#: The :class:`KernelRecord` field holding each breakdown category's seconds of one pass.
+RECORD_SECONDS = {c: "compute_s" if c == "compute" else f"stall_{c}_s" for c in BREAKDOWN_CATEGORIES}
+_OPTIONAL_FIELDS = ("repeats", *RECORD_SECONDS.values())
+
+
+def records_breakdown_s(records: list[KernelRecord], steps: int) -> dict[str, float]:
+    """Mean seconds per step by category, summed over the records weighted by ``repeats``.
+
+    On a Result this equals its ``breakdown_s`` (to rounding): folded copies and the drain included.
+    """
+    out = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
+    for r in records:
+        for c, f in RECORD_SECONDS.items():
+            out[c] += r.repeats * getattr(r, f)
+    return {c: v / max(steps, 1) for c, v in out.items()}
 
 
 class LinkBytes(_Data):
@@ -213,7 +276,11 @@ class Result(_Data):
     records: list[KernelRecord]
 
     def to_records(self) -> list[dict]:
-        """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works)."""
+        """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works).
+
+        Each row stands for ``repeats`` micro-batches (more than 1 for a folded run's repeated
+        micro-batch): weight sums by it, e.g. ``(df.compute_s * df.repeats).sum()``.
+        """
         return [r.model_dump() for r in self.records]
 
     def to_json(self, indent: int | None = 1) -> str:

@@ -34,7 +34,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from wss.files import atomic_write_bytes
-from wss.model.results import Result
+from wss.model.results import KernelRecord, Result
 from wss.views.summary import fmt_bytes
 
 __all__ = [
@@ -246,8 +246,27 @@ def _role(name: str) -> str:
     return re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.)", "*", name)
 
 
+def _wafer_seconds(r: KernelRecord) -> tuple[float, float]:
+    """(compute, exposed stall) seconds of the wafer in one repeat of a record.
+
+    From its seconds by cause; a record without them (a result written before they existed)
+    splits a wafer pass's duration by its ``exposed_stall_s``.
+    """
+    by = r.seconds_by_category()
+    compute, stall = by.pop("compute"), sum(by.values())
+    if r.where == "wafer" and compute == 0.0 and stall == 0.0:
+        dur = r.end_s - r.start_s
+        stall = min(r.exposed_stall_s, dur)
+        compute = dur - stall
+    return compute, stall
+
+
 def kernel_breakdown(result: Result, group: str = "auto", top: int = 20) -> list[dict[str, Any]]:
     """Seconds per step spent on each kernel: wafer compute, exposed stall, MemoryX update.
+
+    Each record counts ``repeats`` times, so a folded run's micro-batches are all in; the compute
+    and stall columns of all rows add up to the step time (the wafer's wait after its last pass
+    is the stall of the kernel whose update ends the run).
 
     Parameters
     ----------
@@ -268,13 +287,12 @@ def kernel_breakdown(result: Result, group: str = "auto", top: int = 20) -> list
     for r in result.records:
         k = keyf(r)
         members[k].add(r.name)
-        dur = r.end_s - r.start_s
-        if r.where == "wafer":
-            stall = min(r.exposed_stall_s, dur)
-            acc[k]["compute_s"] += (dur - stall) / steps
-            acc[k]["stall_s"] += stall / steps
-        else:
-            acc[k]["update_s"] += dur / steps
+        n = r.repeats / steps  # a folded run's repeated micro-batch counts once per copy
+        compute, stall = _wafer_seconds(r)
+        acc[k]["compute_s"] += n * compute
+        acc[k]["stall_s"] += n * stall
+        if r.where != "wafer":
+            acc[k]["update_s"] += n * (r.end_s - r.start_s)
     rows: list[dict[str, Any]] = [
         {"name": k, "kernels": len(members[k]), **v, "total_s": sum(v.values())} for k, v in acc.items()
     ]

@@ -1,8 +1,14 @@
 """Per-kernel table of a run: one row per wafer pass and per MemoryX update, as text or CSV.
 
 >>> rows = kernel_table(result)
->>> print(format_table(rows, limit=20, sort="stall"))
+>>> print(format_table(sort_rows(rows, "stall"), limit=20))
 >>> write_csv("kernels.csv", rows)
+>>> print(format_table(group_rows(rows, "kernel", steps=len(result.steps)), group="kernel"))
+>>> print(format_totals(result))
+
+A folded run's records list only its simulated micro-batches; each row's ``repeats`` says how
+many micro-batches it stands for, and every total here (:func:`group_rows`, :func:`format_totals`)
+weights by it, so the totals equal the steps' breakdown.
 """
 
 from __future__ import annotations
@@ -14,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from wss.files import atomic_write_bytes
-from wss.model.results import Result
+from wss.model.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
 from wss.views.summary import fmt_bytes, fmt_time
 
-__all__ = ["COLUMNS", "SORT_KEYS", "kernel_table", "sort_rows", "format_table", "table_csv", "write_csv"]
+__all__ = ["COLUMNS", "GROUP_COLUMNS", "GROUPS", "SORT_KEYS", "kernel_table", "group_rows", "sort_rows",
+           "format_table", "format_totals", "table_csv", "write_csv"]
+
+_SECONDS = tuple(RECORD_SECONDS.values())  # compute_s, stall_stream_s, ...
 
 #: Columns of :func:`kernel_table`, in order (the CSV header).
 COLUMNS = (
@@ -35,6 +44,30 @@ COLUMNS = (
     "cycles",
     "bound_by",
     "exposed_stall_s",
+    "repeats",
+    *_SECONDS,
+)
+
+#: ``--group`` choices: one row per record, or summed per kernel or per phase (each side: wafer, MemoryX).
+GROUPS = ("pass", "kernel", "phase")
+
+#: Columns of :func:`group_rows`: times, bytes and cycles are per step, summed over the group's
+#: records weighted by ``repeats``; ``passes`` counts them so weighted; ``start_s``/``end_s`` span the group.
+GROUP_COLUMNS = (
+    "where",
+    "kernel",
+    "phase",
+    "layer",
+    "passes",
+    "start_s",
+    "end_s",
+    "duration_s",
+    "bytes_in",
+    "bytes_out",
+    "cycles",
+    "bound_by",
+    "exposed_stall_s",
+    *_SECONDS,
 )
 
 #: ``--sort`` choices: time order, longest first, most exposed stall first.
@@ -47,7 +80,11 @@ def kernel_table(result: Result) -> list[dict[str, Any]]:
     ``bytes_in``/``bytes_out`` are weight bytes into the wafer and gradient
     bytes out of it for a wafer pass, and state bytes read/written for a
     MemoryX update; ``exposed_stall_s`` is the time the wafer waited during
-    the pass (for an update: the time it queued behind others).
+    the pass (for an update: the time it queued behind others).  ``repeats``
+    is how many micro-batches the row stands for (a folded run's repeated
+    micro-batch); ``compute_s`` and ``stall_<cause>_s`` are the wafer's
+    seconds in one of them (on the run's last update: the wafer's wait
+    after its last pass).
     """
     rows = []
     for r in result.records:
@@ -67,6 +104,8 @@ def kernel_table(result: Result) -> list[dict[str, Any]]:
                 "cycles": r.cycles,
                 "bound_by": r.bound_by,
                 "exposed_stall_s": r.exposed_stall_s,
+                "repeats": r.repeats,
+                **{f: getattr(r, f) for f in _SECONDS},
             }
         )
     rows.sort(key=lambda d: (d["start_s"], d["where"] != "wafer", d["end_s"]))
@@ -82,6 +121,43 @@ def sort_rows(rows: Sequence[dict[str, Any]], sort: str = "time") -> list[dict[s
     if sort == "stall":
         return sorted(rows, key=lambda d: (-d["exposed_stall_s"], d["start_s"]))
     raise ValueError(f"sort must be one of {', '.join(SORT_KEYS)}, got {sort!r}")
+
+
+def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 1) -> list[dict[str, Any]]:
+    """Sum :func:`kernel_table` rows per ``(where, kernel)`` or ``(where, phase)``, per step.
+
+    Each row counts ``repeats`` times, so a folded run's totals include the micro-batches it did
+    not simulate; ``steps`` divides the sums (the run's steps).  ``bound_by`` is the cause bounding
+    most of the group's time.  ``by="pass"`` returns the rows unchanged.  Rows come in time order.
+    """
+    if by == "pass":
+        return list(rows)
+    if by not in GROUPS:
+        raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {by!r}")
+    name, other = ("kernel", "phase") if by == "kernel" else ("phase", "kernel")
+    summed = ("duration_s", "bytes_in", "bytes_out", "cycles", "exposed_stall_s", *_SECONDS)
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    bound: dict[tuple[str, str], dict[str, float]] = {}
+    members: dict[tuple[str, str], dict[str, None]] = {}  # the other column's values, in order
+    for r in sort_rows(rows, "time"):
+        key = (r["where"], r[name])
+        n = r["repeats"]
+        g = acc.setdefault(key, {**r, "passes": 0, **dict.fromkeys(summed, 0.0)})
+        g["passes"] += n
+        g["end_s"] = max(g["end_s"], r["end_s"])
+        for f in summed:
+            g[f] += n * r[f] / steps
+        b = bound.setdefault(key, {})
+        b[r["bound_by"]] = b.get(r["bound_by"], 0.0) + n * r["duration_s"]
+        members.setdefault(key, {})[r[other]] = None
+    for key, g in acc.items():
+        g["bound_by"] = max(sorted(bound[key]), key=lambda c: bound[key][c])
+        if by == "kernel":
+            g["phase"] = "+".join(members[key])
+        else:
+            g["kernel"] = f"{len(members[key])} kernels" if len(members[key]) > 1 else g["kernel"]
+            g["layer"] = ""
+    return [{c: g[c] for c in GROUP_COLUMNS} for g in acc.values()]
 
 
 def _cycles(c: float) -> str:
@@ -102,16 +178,44 @@ _TEXT_COLUMNS: tuple[tuple[str, str, str, Any], ...] = (
     ("cycles", ">", "cycles", _cycles),
     ("bound by", "<", "bound_by", str),
     ("exposed stall", ">", "exposed_stall_s", lambda t: fmt_time(t) if t > 0 else "-"),
+    ("repeats", ">", "repeats", lambda n: f"x{n}" if n > 1 else ""),
 )
 
 
-def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50) -> str:
-    """Aligned text table of the first ``limit`` rows (all when ``limit`` is None or 0)."""
+def _opt_time(t: float) -> str:
+    return fmt_time(t) if t > 0 else "-"
+
+
+_GROUP_TEXT_COLUMNS: tuple[tuple[str, str, str, Any], ...] = (
+    # after the (where, name, members) columns of the group
+    ("passes", ">", "passes", str),
+    ("time/step", ">", "duration_s", fmt_time),
+    ("compute", ">", "compute_s", _opt_time),
+    ("exposed stall", ">", "exposed_stall_s", _opt_time),
+    ("bytes in/step", ">", "bytes_in", lambda b: fmt_bytes(b) if b else "-"),
+    ("bytes out/step", ">", "bytes_out", lambda b: fmt_bytes(b) if b else "-"),
+    ("bound by", "<", "bound_by", str),
+)
+
+
+def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50, group: str = "pass") -> str:
+    """Aligned text table of the first ``limit`` rows (all when ``limit`` is None or 0).
+
+    ``group`` says what the rows are: :func:`kernel_table`'s (``"pass"``) or :func:`group_rows`'s.
+    """
+    if group == "pass":
+        columns = _TEXT_COLUMNS
+    elif group == "kernel":
+        columns = (("where", "<", "where", str), ("kernel", "<", "kernel", str), ("phases", "<", "phase", str),
+                   *_GROUP_TEXT_COLUMNS)
+    else:
+        columns = (("where", "<", "where", str), ("phase", "<", "phase", str), ("kernels", "<", "kernel", str),
+                   *_GROUP_TEXT_COLUMNS)
     shown = list(rows if not limit else rows[:limit])
-    cells = [[fmt(row[key]) for _, _, key, fmt in _TEXT_COLUMNS] for row in shown]
-    headers = [h for h, *_ in _TEXT_COLUMNS]
+    cells = [[fmt(row[key]) for _, _, key, fmt in columns] for row in shown]
+    headers = [h for h, *_ in columns]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
-    aligns = [a for _, a, *_ in _TEXT_COLUMNS]
+    aligns = [a for _, a, *_ in columns]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(f"{v:{a}{w}}" for v, a, w in zip(values, aligns, widths)).rstrip()
@@ -123,15 +227,34 @@ def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50) -> str:
     return "\n".join(out)
 
 
-def table_csv(rows: Sequence[dict[str, Any]]) -> str:
-    """CSV text with the :data:`COLUMNS` header; floats at full precision (``repr``)."""
+def format_totals(result: Result) -> str:
+    """Seconds per step by category, summed over the records weighted by ``repeats``.
+
+    They add up to the step time: every pass's compute and stalls, the folded micro-batches and
+    the wafer's wait after its last pass (carried by the run's last update).
+    """
+    totals = records_breakdown_s(result.records, len(result.steps))
+    parts = "  ".join(f"{c} {fmt_time(totals[c])}" for c in BREAKDOWN_CATEGORIES if totals[c] > 0)
+    lines = [f"per step, from the records: {parts}  = {fmt_time(sum(totals.values()))} "
+             f"(step time {fmt_time(result.step_time_s)})"]
+    repeated = [r for r in result.records if r.repeats > 1]
+    if repeated:
+        mb, n = repeated[0].micro_batch, repeated[0].repeats
+        lines.append(f"folded: the {len(result.records)} records stand for {sum(r.repeats for r in result.records)}; "
+                     f"micro-batch {mb}'s records count x{n}, for micro-batches {mb}-{mb + n - 1} (column repeats)")
+    return "\n".join(lines)
+
+
+def table_csv(rows: Sequence[dict[str, Any]], group: str = "pass") -> str:
+    """CSV text with the :data:`COLUMNS` header (:data:`GROUP_COLUMNS` for grouped rows); floats at full precision."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+    fields = COLUMNS if group == "pass" else GROUP_COLUMNS
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
     return buf.getvalue()
 
 
-def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
+def write_csv(path: str | Path, rows: Sequence[dict[str, Any]], group: str = "pass") -> Path:
     """Write :func:`table_csv` atomically; return the path."""
-    return atomic_write_bytes(Path(path), table_csv(rows).encode("utf-8"))
+    return atomic_write_bytes(Path(path), table_csv(rows, group).encode("utf-8"))
