@@ -155,7 +155,7 @@ def _update_bound(result: Result) -> str:
     for r in result.records:
         if r.where == "memoryx":
             part = _UPDATE_BOUND.get(r.bound_by, "optimizer")
-            weight[part] = weight.get(part, 0.0) + (r.end_s - r.start_s)
+            weight[part] = weight.get(part, 0.0) + (r.end_s - r.start_s) * r.repeats  # folded copies count too
     if not weight:
         return "optimizer"
     return max(sorted(weight), key=lambda p: weight[p])
