@@ -11,8 +11,9 @@ Layer kinds
 ``transformer_block``
     Expands into its streamed matmuls (QKV, attention output, FFN up, FFN
     down) and its on-wafer non-weight work (attention scores and context,
-    softmax, layer norms, activation, residuals); ``causal: true`` counts only
-    the query-key pairs a causal mask leaves.
+    softmax, layer norms, activation, residuals).  ``causal: true`` counts
+    only the query-key pairs a causal mask leaves: ``s (s + 1) / 2`` per
+    sequence instead of ``s^2`` (default false: full attention).
 ``output_head``
     The final projection to the vocabulary or classes, plus softmax and loss.
 
@@ -178,6 +179,12 @@ class TransformerBlock(_LayerBase):
     n_heads: PosInt = Field(description="Attention heads.")
     d_head: PosInt | None = Field(None, description="Width of one head (default d_model / n_heads).")
     d_ff: PosInt | None = Field(None, description="FFN hidden width (default 4 d_model).")
+    causal: bool = Field(
+        False,
+        description="Causal (decoder) attention: each token attends to itself and the tokens before it, so the "
+        "attention scores, softmax and context count s (s + 1) / 2 query-key pairs per sequence instead of s^2. "
+        "Weights and bytes do not change.",
+    )
 
     @property
     def head_width(self) -> int:

@@ -2,9 +2,13 @@
 
 Per-token FLOP counts of the non-weight work (forward; backward is twice):
 
-* attention scores ``Q K^T`` and context ``A V``: ``2 s h d_h`` each (full
-  ``s x s`` attention, no causal halving, as in dense-equivalent accounting);
-* softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h s``;
+* attention scores ``Q K^T`` and context ``A V``: ``2 k h d_h`` each, where
+  ``k`` is the number of keys a query attends to: ``s`` for full attention;
+  for causal attention (``causal: true``) the mask leaves query ``i`` keys
+  ``1..i``, ``s (s + 1) / 2`` pairs per sequence, so ``k = (s + 1) / 2`` on
+  average: the exact pair count, not ``s / 2``, because each token attends
+  to itself (``s = 1`` costs the same either way);
+* softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h k``;
 * layer norm: 8 FLOPs per element; GELU (tanh form): 8 per element;
   ReLU/tanh: 1; residual add: 1.
 
@@ -181,6 +185,8 @@ def _embedding(layer: EmbeddingLayer, name: str, density: float) -> list[Op]:
 def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: int, b: int) -> list[Op]:
     d, h, dh, dff = layer.d_model, layer.n_heads, layer.head_width, layer.ffn_width
     attn = h * dh
+    # Keys per query: all s, or under a causal mask s (s + 1) / 2 pairs over s queries (see the module docstring).
+    keys: float = (s + 1) / 2 if layer.causal else s
 
     def k(part: str, out_f: int, in_f: int) -> StreamedKernel:
         return StreamedKernel(
@@ -200,7 +206,7 @@ def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: i
         WaferOp(
             f"{name}.attention",
             name,
-            4.0 * s * attn + 5.0 * h * s,
+            4.0 * keys * attn + 5.0 * h * keys,
             b,
             stored_elements_per_token=3 * attn + h,
         ),
