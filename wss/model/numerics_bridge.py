@@ -14,7 +14,7 @@ import numpy as np
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.scenario import Scenario
 from wss.model.scenario.workload import DenseLayer
-from wss.model.workload import StreamedKernel, expand_model
+from wss.model.workload import StreamedKernel, expand_model, kernel_density
 
 __all__ = ["numerics_spec", "run_numerics"]
 
@@ -32,12 +32,12 @@ def numerics_spec(s: Scenario):
     activations: set[str] = set()
     for layer in s.workload.model.layers:
         assert isinstance(layer, DenseLayer), "the loader only enables numerics for dense models"
-        sparsity = layer.sparsity if layer.sparsity is not None else s.workload.sparsity
+        density = kernel_density(layer.sparsity, s.workload.sparsity, None)  # the timing's density, exactly
         for _ in range(layer.repeat):
             if not sizes:
                 sizes.append(layer.in_features)
             sizes.append(layer.out_features)
-            densities.append(1.0 - sparsity)
+            densities.append(density)
         if layer is not s.workload.model.layers[-1]:
             activations.add(layer.activation)
     # The loader allows one hidden activation the numerics run (relu or tanh) and none on the output.

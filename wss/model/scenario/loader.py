@@ -146,6 +146,9 @@ def apply_overrides(raw: dict[str, Any], pairs: Any, label: str = "<overrides>")
             elif isinstance(child, str):
                 # A bare preset name (hardware: cs2-cluster) becomes a mapping when a sub-field is set.
                 child = node[part] = {"preset": child}
+            elif part == "sparsity" and isinstance(child, (int, float)) and not isinstance(child, bool):
+                # One sparsity for every role becomes the default of a mapping by role when a role is set.
+                child = node[part] = {"default": child}
             node = child
         last = parts[-1]
         if isinstance(node, list):

@@ -11,20 +11,39 @@ Layer kinds
 ``transformer_block``
     Expands into its streamed matmuls (QKV, attention output, FFN up, FFN
     down) and its on-wafer non-weight work (attention scores and context,
-    softmax, layer norms, activation, residuals).
+    softmax, layer norms, activation, residuals).  ``causal: true`` counts
+    only the query-key pairs a causal mask leaves: ``s (s + 1) / 2`` per
+    sequence instead of ``s^2`` (default false: full attention).
 ``output_head``
     The final projection to the vocabulary or classes, plus softmax and loss.
+
+Sparsity
+--------
+``workload.sparsity`` and a layer's ``sparsity`` take one number, the
+fraction of zero weights of every streamed kernel they cover.  A transformer
+block's ``sparsity`` and ``workload.sparsity`` also take a mapping by matmul
+role (:data:`BLOCK_ROLES`; the workload's also ``embedding`` and
+``output_head``, :data:`WORKLOAD_ROLES`), plus ``default`` for the roles not
+given.  A kernel takes, in order, its layer's value for its role, its
+layer's default, the workload's value for its role, the workload's default,
+and 0.  A tied output head shares its embedding table's weights and mask,
+so it takes the table's sparsity and cannot set its own.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import typing
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from wss.model.scenario.base import Fraction, Frozen, PosInt
 
 __all__ = [
+    "BLOCK_ROLES",
+    "WORKLOAD_ROLES",
+    "BlockSparsity",
+    "WorkloadSparsity",
     "DenseLayer",
     "EmbeddingLayer",
     "TransformerBlock",
@@ -35,18 +54,95 @@ __all__ = [
 ]
 
 
+#: The streamed matmuls of a transformer block, by role: the last part of their kernel names
+#: (``block.3.qkv``, ``block.3.attn_out``, ``block.3.ffn_up``, ``block.3.ffn_down``).
+BLOCK_ROLES = ("qkv", "attn_out", "ffn_up", "ffn_down")
+#: The roles ``workload.sparsity`` also takes: every embedding table, and every untied output head.
+WORKLOAD_ROLES = (*BLOCK_ROLES, "embedding", "output_head")
+
+
+def _role(description: str) -> Any:
+    return Field(None, description=f"Weight sparsity of {description} (default: this mapping's default).")
+
+
+class BlockSparsity(Frozen):
+    """Weight sparsity of a transformer block's streamed matmuls by role; a role not given takes ``default``."""
+
+    default: Fraction | None = Field(
+        None, description="Sparsity of the roles not given (default: the workload's sparsity for each role)."
+    )
+    qkv: Fraction | None = _role("the query, key and value projection (d_model -> 3 n_heads d_head)")
+    attn_out: Fraction | None = _role("the attention output projection (n_heads d_head -> d_model)")
+    ffn_up: Fraction | None = _role("the FFN's first matmul (d_model -> d_ff)")
+    ffn_down: Fraction | None = _role("the FFN's second matmul (d_ff -> d_model)")
+
+    def of(self, role: str | None) -> float | None:
+        """The sparsity this mapping gives ``role`` (None: a kernel with no role), else its default."""
+        value = getattr(self, role) if role in type(self).model_fields else None
+        return value if value is not None else self.default
+
+
+class WorkloadSparsity(BlockSparsity):
+    """Default weight sparsity by role, for every layer that does not set its own."""
+
+    default: Fraction | None = Field(
+        None, description="Sparsity of every streamed kernel whose role is not given (default 0: dense)."
+    )
+    embedding: Fraction | None = _role("every embedding table (tokens and learned positions)")
+    output_head: Fraction | None = _role(
+        "every untied output head (a tied head shares its embedding table's weights: set 'embedding')"
+    )
+
+
+def _check_roles(data: Any, roles: tuple[str, ...], owner: str) -> Any:
+    """Reject a ``sparsity`` mapping whose keys are not roles, naming them and the roles known.
+
+    A model-level check (before validation), so that an error can name the bad key's own path
+    (``sparsity.ffnup``): that is also what a ``--set`` of the key is matched against.
+    """
+    value = data.get("sparsity") if isinstance(data, dict) else None
+    if not isinstance(value, dict):
+        return data
+    if not roles:
+        where = f"sparsity.{next(iter(value))}" if len(value) == 1 else "sparsity"
+        raise ValueError(
+            f"{where}: {owner} is one number; roles ({', '.join(WORKLOAD_ROLES)}) apply to "
+            "transformer_block layers and to workload.sparsity"
+        )
+    known = (*roles, "default")
+    unknown = [str(key) for key in value if key not in known]
+    if len(unknown) == 1:
+        raise ValueError(f"sparsity.{unknown[0]}: unknown role; {owner} takes {', '.join(known)}")
+    if unknown:
+        listed = ", ".join(repr(k) for k in unknown)
+        raise ValueError(f"sparsity: unknown roles {listed}; {owner} takes {', '.join(known)}")
+    return data
+
+
 class _LayerBase(Frozen):
+    #: The sparsity roles of this kind of layer (none: ``sparsity`` is one number).
+    _roles: ClassVar[tuple[str, ...]] = ()
+
     name: str | None = Field(None, description="Layer name used in records (default: kind and index).")
     repeat: PosInt = Field(1, description="Repeat this layer this many times in sequence.")
-    sparsity: Fraction | None = Field(
+    sparsity: Fraction | BlockSparsity | None = Field(
         None, description="Weight sparsity of this layer's streamed kernels (default: workload.sparsity)."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sparsity_roles(cls, data: Any) -> Any:
+        kind = str(typing.get_args(cls.model_fields["kind"].annotation)[0])
+        return _check_roles(data, cls._roles, f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} layer's sparsity")
 
 
 class DenseLayer(_LayerBase):
     """A fully connected layer: one streamed matmul, out_features x in_features."""
 
     kind: Literal["dense"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of this layer's kernel (default: workload.sparsity's default)."
+    )
     in_features: PosInt = Field(description="Input features K.")
     out_features: PosInt = Field(description="Output features M.")
     activation: Literal["relu", "gelu", "tanh", "none"] = Field(
@@ -58,6 +154,11 @@ class EmbeddingLayer(_LayerBase):
     """Token embedding (vocab_size x d_model) and optional learned positions."""
 
     kind: Literal["embedding"]
+    sparsity: Fraction | None = Field(
+        None,
+        description="Weight sparsity of this layer's tables (default: workload.sparsity's embedding role, "
+        "else its default).",
+    )
     vocab_size: PosInt = Field(description="Rows of the embedding table.")
     d_model: PosInt = Field(description="Embedding width.")
     max_positions: int = Field(0, ge=0, description="Rows of a learned position table (0: none).")
@@ -66,11 +167,24 @@ class EmbeddingLayer(_LayerBase):
 class TransformerBlock(_LayerBase):
     """A pre-norm transformer block (attention + FFN)."""
 
+    _roles: ClassVar[tuple[str, ...]] = BLOCK_ROLES
+
     kind: Literal["transformer_block"]
+    sparsity: Fraction | BlockSparsity | None = Field(
+        None,
+        description="Weight sparsity of the block's four matmuls: one number for all, or a mapping by role "
+        f"({', '.join(BLOCK_ROLES)}) with an optional default for the roles not given (default: workload.sparsity).",
+    )
     d_model: PosInt = Field(description="Model width.")
     n_heads: PosInt = Field(description="Attention heads.")
     d_head: PosInt | None = Field(None, description="Width of one head (default d_model / n_heads).")
     d_ff: PosInt | None = Field(None, description="FFN hidden width (default 4 d_model).")
+    causal: bool = Field(
+        False,
+        description="Causal (decoder) attention: each token attends to itself and the tokens before it, so the "
+        "attention scores, softmax and context count s (s + 1) / 2 query-key pairs per sequence instead of s^2. "
+        "Weights and bytes do not change.",
+    )
 
     @property
     def head_width(self) -> int:
@@ -91,6 +205,11 @@ class OutputHead(_LayerBase):
     """Final projection d_model -> vocab (or classes), softmax and loss."""
 
     kind: Literal["output_head"]
+    sparsity: Fraction | None = Field(
+        None,
+        description="Weight sparsity of the projection (default: workload.sparsity's output_head role, else its "
+        "default).  Not for a tied head: it streams its embedding table's weights and mask, and takes its sparsity.",
+    )
     d_model: PosInt = Field(description="Input width.")
     vocab_size: PosInt = Field(description="Output classes or vocabulary size.")
     tied: bool = Field(
@@ -120,6 +239,11 @@ class ModelConfig(Frozen):
         for i, layer in enumerate(self.layers):
             if isinstance(layer, OutputHead) and layer.tied and (layer.vocab_size, layer.d_model) not in tables:
                 raise ValueError(f"layers.{i}: a tied output head needs an embedding layer of the same shape")
+            if isinstance(layer, OutputHead) and layer.tied and layer.sparsity is not None:
+                raise ValueError(
+                    f"layers.{i}.sparsity: a tied output head streams its embedding table's weights and mask, so it "
+                    "takes the table's sparsity; set it on the embedding layer (or workload.sparsity.embedding)"
+                )
         width = None
         for i, layer in enumerate(self.layers):
             if isinstance(layer, DenseLayer):
@@ -144,9 +268,41 @@ class WorkloadConfig(Frozen):
     """What is trained."""
 
     model: ModelConfig = Field(description="The model (a preset name in YAML is resolved to its layers).")
-    sparsity: Fraction = Field(0.0, description="Default weight sparsity of streamed kernels.")
+    sparsity: Fraction | WorkloadSparsity = Field(
+        0.0,
+        description="Weight sparsity of the streamed kernels of layers that do not set their own: one number for "
+        f"all, or a mapping by role ({', '.join(WORKLOAD_ROLES)}) with a default for the rest (default 0).",
+    )
     mask: Literal["random"] = Field(
         "random",
         description="How non-zeros are spread when numerics are off: an i.i.d. unstructured mask, "
         "so per-row counts are binomial.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sparsity_roles(cls, data: Any) -> Any:
+        return _check_roles(data, WORKLOAD_ROLES, "workload.sparsity")
+
+    @model_validator(mode="after")
+    def _roles_in_model(self) -> WorkloadConfig:
+        """A role of workload.sparsity must name kernels of the model: a setting that changes nothing is a mistake."""
+        if not isinstance(self.sparsity, WorkloadSparsity):
+            return self
+        layers = self.model.layers
+        present = set(BLOCK_ROLES) if any(isinstance(layer, TransformerBlock) for layer in layers) else set()
+        if any(isinstance(layer, EmbeddingLayer) for layer in layers):
+            present.add("embedding")
+        if any(isinstance(layer, OutputHead) and not layer.tied for layer in layers):
+            present.add("output_head")
+        for role in WORKLOAD_ROLES:
+            if getattr(self.sparsity, role) is not None and role not in present:
+                raise ValueError(f"sparsity.{role}: model {self.model.name!r} has no {_ROLE_OWNERS[role]}")
+        return self
+
+
+_ROLE_OWNERS = {
+    **dict.fromkeys(BLOCK_ROLES, "transformer_block layer"),
+    "embedding": "embedding layer",
+    "output_head": "untied output_head layer (a tied head takes its embedding table's sparsity: set 'embedding')",
+}

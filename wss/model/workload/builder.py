@@ -2,9 +2,13 @@
 
 Per-token FLOP counts of the non-weight work (forward; backward is twice):
 
-* attention scores ``Q K^T`` and context ``A V``: ``2 s h d_h`` each (full
-  ``s x s`` attention, no causal halving, as in dense-equivalent accounting);
-* softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h s``;
+* attention scores ``Q K^T`` and context ``A V``: ``2 k h d_h`` each, where
+  ``k`` is the number of keys a query attends to: ``s`` for full attention;
+  for causal attention (``causal: true``) the mask leaves query ``i`` keys
+  ``1..i``, ``s (s + 1) / 2`` pairs per sequence, so ``k = (s + 1) / 2`` on
+  average: the exact pair count, not ``s / 2``, because each token attends
+  to itself (``s = 1`` costs the same either way);
+* softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h k``;
 * layer norm: 8 FLOPs per element; GELU (tanh form): 8 per element;
   ReLU/tanh: 1; residual add: 1.
 
@@ -18,16 +22,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from wss.model.scenario.workload import DenseLayer, EmbeddingLayer, ModelConfig, OutputHead, TransformerBlock
+from wss.model.scenario.workload import (
+    BLOCK_ROLES,
+    BlockSparsity,
+    DenseLayer,
+    EmbeddingLayer,
+    ModelConfig,
+    OutputHead,
+    TransformerBlock,
+    WorkloadSparsity,
+)
 from wss.model.workload.ops import Op, StreamedKernel, WaferOp
 
-__all__ = ["expand_model"]
+__all__ = ["expand_model", "kernel_density"]
 
 _ACT_FLOPS = {"relu": 1.0, "tanh": 1.0, "gelu": 8.0, "none": 0.0}
 _LN_FLOPS = 8.0
 
 
-def expand_model(model: ModelConfig, default_sparsity: float, seq_len: int) -> list[Op]:
+def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity, seq_len: int) -> list[Op]:
     """Operations of one forward pass, in order.
 
     Parameters
@@ -35,7 +48,8 @@ def expand_model(model: ModelConfig, default_sparsity: float, seq_len: int) -> l
     model
         The model.
     default_sparsity
-        Sparsity of streamed kernels whose layer gives none.
+        ``workload.sparsity``: the sparsity of streamed kernels whose layer gives none, one number or
+        a mapping by role (see :func:`kernel_density`).
     seq_len
         Tokens per sample (1 for feature models); attention cost grows with it.
     """
@@ -43,29 +57,53 @@ def expand_model(model: ModelConfig, default_sparsity: float, seq_len: int) -> l
     block_index = 0
     counts: dict[str, int] = {}
     for layer in model.layers:
-        density = 1.0 - (layer.sparsity if layer.sparsity is not None else default_sparsity)
         for _ in range(layer.repeat):
             base = layer.name or layer.kind
             n = counts.get(base, 0)
             counts[base] = n + 1
             name = f"{base}.{n}" if layer.repeat > 1 or n > 0 else base
             if isinstance(layer, DenseLayer):
-                ops += _dense(layer, name, density)
+                ops += _dense(layer, name, kernel_density(layer.sparsity, default_sparsity, None))
             elif isinstance(layer, EmbeddingLayer):
-                ops += _embedding(layer, name, density)
+                ops += _embedding(layer, name, kernel_density(layer.sparsity, default_sparsity, "embedding"))
             elif isinstance(layer, TransformerBlock):
-                ops += _block(layer, name, density, seq_len, block_index)
+                densities = {role: kernel_density(layer.sparsity, default_sparsity, role) for role in BLOCK_ROLES}
+                ops += _block(layer, name, densities, seq_len, block_index)
                 block_index += 1
             elif isinstance(layer, OutputHead):
-                table = next(
-                    (op.name for op in ops if isinstance(op, StreamedKernel) and op.kind == "embedding"
-                     and (op.out_features, op.in_features) == (layer.vocab_size, layer.d_model)),
-                    None,
-                ) if layer.tied else None
-                ops += _head(layer, name, density, table)
+                table = _tied_table(ops, layer) if layer.tied else None
+                density = table.density if table else kernel_density(layer.sparsity, default_sparsity, "output_head")
+                ops += _head(layer, name, density, table.name if table else None)
     if not any(isinstance(layer, OutputHead) for layer in model.layers):
         ops = _close_with_loss(ops)
     return ops
+
+
+def kernel_density(
+    layer: float | BlockSparsity | None, workload: float | WorkloadSparsity, role: str | None
+) -> float:
+    """Density (1 - sparsity) of a kernel with this ``role`` (None: a dense layer's kernel, which has none).
+
+    The sparsity is the first given of: the layer's value for the role, the layer's default (a number
+    is the layer's default for every role), the workload's value for the role, the workload's default, 0.
+    """
+    for setting in (layer, workload):
+        if isinstance(setting, BlockSparsity):
+            value = setting.of(role)
+            if value is not None:
+                return 1.0 - value
+        elif setting is not None:
+            return 1.0 - setting
+    return 1.0
+
+
+def _tied_table(ops: list[Op], layer: OutputHead) -> StreamedKernel | None:
+    """The token embedding a tied head shares: its weights, its mask and so its density."""
+    return next(
+        (op for op in ops if isinstance(op, StreamedKernel) and op.kind == "embedding"
+         and (op.out_features, op.in_features) == (layer.vocab_size, layer.d_model)),
+        None,
+    )
 
 
 def _close_with_loss(ops: list[Op]) -> list[Op]:
@@ -144,9 +182,11 @@ def _embedding(layer: EmbeddingLayer, name: str, density: float) -> list[Op]:
     return ops
 
 
-def _block(layer: TransformerBlock, name: str, density: float, s: int, b: int) -> list[Op]:
+def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: int, b: int) -> list[Op]:
     d, h, dh, dff = layer.d_model, layer.n_heads, layer.head_width, layer.ffn_width
     attn = h * dh
+    # Keys per query: all s, or under a causal mask s (s + 1) / 2 pairs over s queries (see the module docstring).
+    keys: float = (s + 1) / 2 if layer.causal else s
 
     def k(part: str, out_f: int, in_f: int) -> StreamedKernel:
         return StreamedKernel(
@@ -155,7 +195,7 @@ def _block(layer: TransformerBlock, name: str, density: float, s: int, b: int) -
             kind="matmul",
             out_features=out_f,
             in_features=in_f,
-            density=density,
+            density=densities[part],
             block=b,
             stored_elements_per_token=in_f,
         )
@@ -166,7 +206,7 @@ def _block(layer: TransformerBlock, name: str, density: float, s: int, b: int) -
         WaferOp(
             f"{name}.attention",
             name,
-            4.0 * s * attn + 5.0 * h * s,
+            4.0 * keys * attn + 5.0 * h * keys,
             b,
             stored_elements_per_token=3 * attn + h,
         ),
