@@ -1,4 +1,4 @@
-"""Step 4: rank the micro-batching candidates by a fast analytic step time and choose the fastest.
+"""Step 3b (after placement): rank the micro-batching candidates by a fast analytic step time and choose the fastest.
 
 MemoryX streams every weight once per forward and once per backward pass of every micro-batch
 (and a third time for a checkpointed block's recompute), so the split of a wafer's samples into
