@@ -156,10 +156,12 @@ def test_per_wafer_batch_of_an_uneven_split_is_the_busiest_wafers():
     assert "at most 65" in only_problem(info.value).message
 
 
-def test_micro_batch_that_does_not_divide_the_wafer_batch_runs_the_remainder_last():
-    # Deliberate (documented on TrainingConfig.micro_batch): full micro-batches first, the remainder last.
+def test_micro_batch_that_does_not_divide_the_wafer_batch_is_split_evenly():
+    # Changed with the planner: this used to run [48, 16] (full micro-batches, the remainder last).  An
+    # explicit micro_batch is now the largest size: the fewest micro-batches that allow it, cut evenly
+    # (documented on TrainingConfig.micro_batch), so no near-empty last micro-batch streams every weight again.
     plan = wss.plan(wss.load_scenario(SCENARIOS / "fc_mnist.yaml", ["training.micro_batch=48"]))
-    assert plan.micro_batches == [48, 16]
+    assert plan.micro_batches == [32, 32]
 
 
 def test_micro_batch_check_does_not_pile_onto_a_batch_smaller_than_the_wafers():

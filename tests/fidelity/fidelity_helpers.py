@@ -21,14 +21,14 @@ DEEP_BUFFERS = {"simulation.buffer_chunks": 64}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, -0.35, "bounded buffers"),
+    "bert_large": ({}, -0.29, "bounded buffers"),
     "cerebras_gpt_13b": ({}, 0.00, None),
     "cs3_gpt3_13b": ({}, 0.00, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
     "gpt3_175b": ({}, 0.00, None),
-    "gpt3_6.7b_sparse": ({}, -0.40, "bounded buffers"),
+    "gpt3_6.7b_sparse": ({}, 0.00, None),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.62,

@@ -30,7 +30,7 @@ from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettin
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.fold import Fold, Snapshot, analyse
-from wss.model.plan import Plan
+from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.program import Pass, build_program
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.stall import run_or_explain
@@ -272,8 +272,9 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
     if plan.fold_copies:
+        after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
         cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
-                               len(plan.micro_batches) - 1, plan.fold_copies)
+                               after_copies, plan.fold_copies)
     return cluster
 
 

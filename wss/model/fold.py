@@ -1,11 +1,12 @@
 """Folding identical micro-batches: simulate a few, repeat the measured period.
 
-A wafer with ``n`` micro-batches per step runs ``n`` identical forward and
-backward sweeps in a row.  After the iteration boundary settles, consecutive
-micro-batches repeat the same pattern exactly (the same chunks, the same
+A wafer with ``n`` micro-batches per step runs ``n`` forward and backward
+sweeps in a row, identical but for the sizes of an even split's tail.  After
+the iteration boundary settles, consecutive micro-batches repeat the same pattern exactly (the same chunks, the same
 compute, the same accumulation jobs), so simulating them all adds events but
 no information.  With folding on, the run executes micro-batches 0, 1, 2, 3
-and the last one; the ``n - 5`` identical ones between 3 and the last are
+and the last one (or the tail of differently sized ones at the end of an even
+split); the identical ones between 3 and that tail are
 inserted as copies of micro-batch 3's interval: every counter (busy time,
 bytes) grows by the interval's delta per copy, every time after the
 insertion point shifts by the interval's length per copy.
@@ -56,6 +57,8 @@ class StepFold:
 class Fold:
     copies: int
     steps: list[StepFold]
+    #: The first micro-batch simulated after the copies: the last one, or the first of the tail of an
+    #: even split whose sizes differ (the copies repeat the leading run's size).
     last_micro_batch: int
     #: The micro-batch whose interval every copy repeats.
     copied_micro_batch: int = 3
@@ -63,14 +66,14 @@ class Fold:
     def shift_of(self, step: int, micro_batch: int) -> float:
         """How far everything belonging to (step, micro-batch) moves on the unfolded axis.
 
-        The copies of step ``s`` sit before its last micro-batch, so the last
-        micro-batch of ``s`` and all later steps move; micro-batches 0-3 of
+        The copies of step ``s`` sit before :attr:`last_micro_batch`, so it, the
+        micro-batches after it and all later steps move; micro-batches 0-3 of
         ``s`` do not, even when their MemoryX work runs past the fold point.
         """
         return sum(
             self.copies * f.period
             for k, f in enumerate(self.steps)
-            if step > k or (step == k and micro_batch == self.last_micro_batch)
+            if step > k or (step == k and micro_batch >= self.last_micro_batch)
         )
 
     def extra(self, counter: str) -> float:
@@ -100,7 +103,10 @@ def analyse(
     last_mb: int,
     copies: int,
 ) -> Fold:
-    """Measure each step's period from micro-batch 3 and check it against micro-batch 2."""
+    """Measure each step's period from micro-batch 3 and check it against micro-batch 2.
+
+    ``last_mb`` is the first micro-batch simulated after the copies (the last one, or the first of
+    an even split's differently sized tail)."""
     folds = []
     for step in range(steps):
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]

@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from wss.files import atomic_write_text
+from wss.model.plan_choice import PlanChoice
 from wss.model.scenario import Scenario
 
 __all__ = [
@@ -274,6 +275,11 @@ class Result(_Data):
     numerics: NumericsSummary | None = None
     sim_events: int
     records: list[KernelRecord]
+    plan_choice: PlanChoice | None = Field(
+        None,
+        description="The activation checkpointing and micro-batches the plan chose, the best alternatives it "
+        "weighed with their analytic step times, and why (None in results written before the planner searched).",
+    )
 
     def to_records(self) -> list[dict]:
         """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works).

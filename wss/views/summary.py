@@ -61,6 +61,8 @@ def format_plan(plan: Plan) -> str:
         f"  wafer SRAM  {fmt_bytes(plan.sram_bytes_needed)} of {fmt_bytes(plan.sram_bytes_available)} for activations "
         f"(micro-batch {max(plan.micro_batches)} x {len(plan.micro_batches)}, checkpointing {plan.checkpointing})"
     )
+    if plan.choice is not None:
+        lines.append(f"  plan        {plan.choice.line()}")
     lines.append(
         f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
         f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
@@ -99,6 +101,8 @@ def format_result(r: Result) -> str:
         f"{fmt_bytes(m.wafer_sram_available_bytes)} (micro-batch {m.micro_batch} x {m.micro_batches}, "
         f"checkpointing {m.activation_checkpointing})"
     )
+    if r.plan_choice is not None:
+        lines.append(f"  plan         {r.plan_choice.line()}")
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
     lines.append("  busiest      " + ", ".join(f"{k} {v:.0%}" for k, v in busiest))
     wafer_in = next((v for k, v in r.link_bytes.items() if k.endswith("->wafer") and k.startswith("swarmx")), None)

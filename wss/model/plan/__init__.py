@@ -24,9 +24,12 @@ Byte conventions:
 
 * :mod:`~wss.model.plan.profiles`: each kernel's non-zero profile (real, dense or sampled);
 * :mod:`~wss.model.plan.formats`: the byte conventions above, as stream and mask sizes;
-* :mod:`~wss.model.plan.micro_batching`: the batch across wafers, checkpointing, micro-batches
-  against activation SRAM, and which micro-batches are simulated when folding;
+* :mod:`~wss.model.plan.micro_batching`: the batch across wafers, and the candidates
+  (checkpointing x micro-batches, split evenly) that fit activation SRAM;
 * :mod:`~wss.model.plan.placement`: MemoryX capacity, tied-weight owners, DRAM and flash tiers;
+* :mod:`~wss.model.plan.search`: each candidate's analytic step time; the fastest is chosen
+  (``'auto'``) and :mod:`~wss.model.plan.micro_batching` picks which of its micro-batches are
+  simulated when folding;
 * :mod:`~wss.model.plan.kernels`: cycles and chunks per kernel, seconds per non-weight op.
 
 :mod:`~wss.model.plan.types` holds the :class:`Plan` and :class:`KernelPlan` records they fill,
@@ -38,23 +41,73 @@ problem before the MemoryX ones.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from wss.model.components.optimizer_costs import OPTIMIZER_COSTS
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
 from wss.model.plan.formats import INDEX_BYTES as INDEX_BYTES
 from wss.model.plan.formats import STORED_INDEX_BYTES as STORED_INDEX_BYTES
-from wss.model.plan.formats import weight_streams
+from wss.model.plan.formats import WeightStream, weight_streams
 from wss.model.plan.kernels import kernel_of_op, plan_kernels, wafer_op_seconds
 from wss.model.plan.micro_batching import FOLD_MIN_COPIES as FOLD_MIN_COPIES
 from wss.model.plan.micro_batching import FOLDED_PREFIX as FOLDED_PREFIX
-from wss.model.plan.micro_batching import plan_micro_batching, retained_weight_bytes, wafer_samples
-from wss.model.plan.placement import place_state
+from wss.model.plan.micro_batching import (
+    Candidate,
+    micro_batch_candidates,
+    plan_micro_batching,
+    retained_weight_bytes,
+    wafer_samples,
+)
+from wss.model.plan.placement import Placement, place_state
 from wss.model.plan.profiles import kernel_profiles
+from wss.model.plan.search import Costing, choose, rank
 from wss.model.plan.types import KernelPlan, Plan
+from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario
-from wss.model.workload import StreamedKernel, expand_model
+from wss.model.workload import Op, StreamedKernel, expand_model
 
-__all__ = ["Plan", "KernelPlan", "make_plan"]
+__all__ = [
+    "Plan", "KernelPlan", "make_plan", "rank_candidates", "plan_inputs", "PlanInputs", "PlanChoice", "CandidateCost",
+]
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What the steps before the choice derive: the ops, each kernel's profile and stream, the candidates."""
+
+    ops: list[Op]
+    specs: list[StreamedKernel]
+    profiles: list[NnzProfile]
+    streams: list[WeightStream]
+    samples: list[int]
+    candidates: list[Candidate]
+    placement: Placement
+    costing: Costing
+
+
+def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInputs:
+    """Run the steps up to the choice (profiles, formats, candidates against SRAM, placement)."""
+    ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
+    opt = OPTIMIZER_COSTS[s.training.optimizer]
+    samples = wafer_samples(s.training.global_batch, s.hardware.wafers)
+    specs = [op for op in ops if isinstance(op, StreamedKernel)]
+    nnz_profiles = kernel_profiles(s, specs, profiles)
+    streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
+    candidates = micro_batch_candidates(s, ops, retained_weight_bytes(s, specs, streams), max(samples))
+    placement = place_state(s, specs, nnz_profiles, opt)
+    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt)
+    return PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing)
+
+
+def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> list[CandidateCost]:
+    """Every candidate :func:`make_plan` weighs for this scenario, fastest first by the analytic step time.
+
+    The first is the one :func:`make_plan` runs.  Force another with
+    :func:`~wss.model.plan.search.forced_scenario`.
+    """
+    inp = plan_inputs(scenario, profiles)
+    return rank(inp.costing, inp.candidates)
 
 
 def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True) -> Plan:
@@ -69,28 +122,24 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         Allow folding of identical micro-batches (``simulation.fold_micro_batches`` must also be on).
     """
     s = scenario
-    hw, tr = s.hardware, s.training
-    ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
-    opt = OPTIMIZER_COSTS[tr.optimizer]
-    samples = wafer_samples(tr.global_batch, hw.wafers)
-    specs = [op for op in ops if isinstance(op, StreamedKernel)]
-    nnz_profiles = kernel_profiles(s, specs, profiles)
-    streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[tr.weight_precision])
-    batching = plan_micro_batching(s, ops, retained_weight_bytes(s, specs, streams), max(samples), fold)
-    placement = place_state(s, specs, nnz_profiles, opt)
+    hw = s.hardware
+    inp = plan_inputs(s, profiles)
+    ops, placement = inp.ops, inp.placement
+    chosen, choice = choose(inp.costing, inp.candidates)
+    batching = plan_micro_batching(s, chosen, fold)
     return Plan(
         scenario=s,
         ops=ops,
-        kernels=plan_kernels(s, specs, nnz_profiles, streams, placement, batching.token_counts),
+        kernels=plan_kernels(s, inp.specs, inp.profiles, inp.streams, placement, batching.token_counts),
         kernel_of_op=kernel_of_op(ops),
-        wafer_samples=samples,
+        wafer_samples=inp.samples,
         micro_batches=batching.micro_batches,
         simulated_micro_batches=batching.simulated,
         tokens_per_sample=s.seq_len,
         checkpointing=batching.checkpointing,
         sram_bytes_needed=batching.sram_bytes_needed,
         sram_bytes_available=batching.sram_bytes_available,
-        optimizer=opt,
+        optimizer=OPTIMIZER_COSTS[s.training.optimizer],
         memoryx_state_bytes=placement.total_bytes,
         memoryx_dram_bytes=placement.dram_bytes,
         memoryx_flash_bytes=placement.flash_bytes,
@@ -98,4 +147,5 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         tree_levels=hw.swarmx.levels(hw.wafers),
         nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
         wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
+        choice=choice,
     )

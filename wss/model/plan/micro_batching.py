@@ -1,11 +1,13 @@
 """Step 2: the global batch across wafers, and each wafer's share in micro-batches that fit activation SRAM.
 
 A wafer keeps the activations of a micro-batch in SRAM between its forward and
-backward pass.  This step chooses the checkpointing mode (``'auto'``: keep
-everything if one sample fits, else keep only transformer-block inputs), the
-largest micro-batch that fits (or checks the one asked for), cuts the busiest
-wafer's samples into micro-batches with the remainder last, and picks the
-micro-batches the SimPy run executes when identical middle ones are folded.
+backward pass.  This step lists the candidates that fit: each allowed
+checkpointing mode (``'none'`` keeps everything, ``'blocks'`` keeps only
+transformer-block inputs and recomputes) times each micro-batch count, the
+busiest wafer's samples cut as evenly as possible (:func:`split_evenly`).
+:mod:`~wss.model.plan.search` ranks them; :func:`plan_micro_batching` then
+records the chosen one and picks the micro-batches the SimPy run executes when
+identical ones are folded.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from wss.model.workload import Op, StreamedKernel, WaferOp
 __all__ = [
     "FOLD_MIN_COPIES",
     "FOLDED_PREFIX",
+    "Candidate",
     "MicroBatching",
     "wafer_samples",
     "retained_weight_bytes",
     "plan_micro_batching",
-    "choose_checkpointing",
-    "micro_batch_samples",
+    "micro_batch_candidates",
+    "split_evenly",
     "simulated_micro_batches",
     "activation_elements_per_token",
 ]
@@ -52,7 +55,7 @@ class MicroBatching:
     checkpointing
         ``'none'`` or ``'blocks'``: the mode chosen or asked for.
     micro_batches
-        Samples per micro-batch on the busiest wafer: full ones, the remainder last.
+        Samples per micro-batch on the busiest wafer, as even as possible (:func:`split_evenly`).
     simulated
         Indices of the micro-batches the SimPy run executes (all of them unless folded).
     tokens_per_sample
@@ -89,65 +92,127 @@ def retained_weight_bytes(scenario: Scenario, kernels: list[StreamedKernel], str
     return retained
 
 
-def plan_micro_batching(scenario: Scenario, ops: list[Op], retained: float, busiest: int, fold: bool) -> MicroBatching:
-    """Checkpointing mode, micro-batches and simulated micro-batches of the busiest wafer.
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the busiest wafer's samples: a checkpointing mode and a split into micro-batches.
+
+    Attributes
+    ----------
+    checkpointing
+        ``'none'`` or ``'blocks'``.
+    micro_batches
+        Samples per micro-batch, as even as possible (sizes differ by at most one), in run order
+        (:func:`split_evenly`).
+    sram_bytes_needed
+        Activation SRAM the largest micro-batch needs (retained output-layer weights included).
+    """
+
+    checkpointing: str
+    micro_batches: tuple[int, ...]
+    sram_bytes_needed: float
+
+    @property
+    def largest(self) -> int:
+        """Samples in the largest micro-batch (what ``training.micro_batch`` asks for to force this split)."""
+        return max(self.micro_batches)
+
+    def describe(self) -> str:
+        """``'blocks x 5 of 13'`` or ``'none x 5 of 13-12'``: the mode, the count and the sizes."""
+        sizes = sorted(set(self.micro_batches), reverse=True)
+        return f"{self.checkpointing} x {len(self.micro_batches)} of {'-'.join(str(m) for m in sizes)}"
+
+
+def plan_micro_batching(scenario: Scenario, chosen: Candidate, fold: bool) -> MicroBatching:
+    """The micro-batching of the chosen candidate, with the micro-batches the SimPy run executes.
 
     Parameters
     ----------
     scenario
-        The scenario (training settings, the wafer's SRAM, the folding switch).
-    ops
-        The model's operations in forward order.
-    retained
-        SRAM bytes taken by retained output-layer weights (:func:`retained_weight_bytes`).
-    busiest
-        Samples on the busiest wafer.
+        The scenario (the wafer's SRAM, the folding switch).
+    chosen
+        The candidate chosen by :mod:`~wss.model.plan.search` (or the only one allowed).
     fold
         Allow folding (``simulation.fold_micro_batches`` must also be on).
-
-    Raises
-    ------
-    InfeasibleError
-        One sample does not fit in any allowed mode, or the micro-batch asked for does not fit.
     """
-    seq = scenario.seq_len
-    mode, per_token = choose_checkpointing(scenario, ops, retained)
-    mb = micro_batch_samples(scenario, per_token, retained, busiest)
-    n_mb = math.ceil(busiest / mb)
-    # Gradient accumulation: full micro-batches, the remainder last (so the middle ones are identical).
-    micro_batches = [mb] * (n_mb - 1) + [busiest - mb * (n_mb - 1)]
+    sizes = list(chosen.micro_batches)
     return MicroBatching(
-        checkpointing=mode,
-        micro_batches=micro_batches,
-        simulated=simulated_micro_batches(n_mb, fold and scenario.simulation.fold_micro_batches),
-        tokens_per_sample=seq,
-        sram_bytes_needed=per_token * seq * max(micro_batches) + retained,
+        checkpointing=chosen.checkpointing,
+        micro_batches=sizes,
+        simulated=simulated_micro_batches(sizes, fold and scenario.simulation.fold_micro_batches),
+        tokens_per_sample=scenario.seq_len,
+        sram_bytes_needed=chosen.sram_bytes_needed,
         sram_bytes_available=scenario.hardware.wafer.activation_sram_bytes,
     )
 
 
-def choose_checkpointing(scenario: Scenario, ops: list[Op], retained: float) -> tuple[str, float]:
-    """The first allowed checkpointing mode in which one sample fits, and its activation bytes per token.
+def split_evenly(samples: int, n: int) -> list[int]:
+    """``samples`` cut into ``n`` micro-batches whose sizes differ by at most one.
 
-    ``'auto'`` tries ``'none'`` then ``'blocks'``; ``'blocks'`` is skipped for a model without blocks.
-    Raises :class:`~wss.errors.InfeasibleError` naming the last mode tried when none fits.
+    The more numerous size comes first (the larger on a tie) so that the longest possible run of
+    identical micro-batches starts the step: folding repeats micro-batch 3 over that run and
+    simulates the rest (:func:`simulated_micro_batches`).  65 in 5 is 13 x 5; 64 in 5 is
+    13, 13, 13, 13, 12; 61 in 5 is 12, 12, 12, 12, 13.
     """
-    tr, wafer = scenario.training, scenario.hardware.wafer
+    q, r = divmod(samples, n)
+    if r == 0:
+        return [q] * n
+    larger, smaller = [q + 1] * r, [q] * (n - r)
+    return larger + smaller if r >= n - r else smaller + larger
+
+
+def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, busiest: int) -> list[Candidate]:
+    """Every allowed (checkpointing, micro-batches) pair for the busiest wafer, in a fixed order.
+
+    Modes: ``'none'`` and ``'blocks'`` for ``'auto'`` (``'blocks'`` only when the model has
+    blocks), else the one asked for.  Splits: for ``micro_batch: auto``, every largest size ``m``
+    from 1 to what fits SRAM, each as the fewest micro-batches of at most ``m`` (``ceil(B / m)``),
+    cut evenly; a split with more micro-batches and the same largest size only streams the weights
+    more often.  An explicit ``micro_batch`` is that largest size.
+
+    Raises
+    ------
+    InfeasibleError
+        One sample does not fit in any allowed mode, or the micro-batch asked for fits none.
+    """
+    tr = scenario.training
     seq = scenario.seq_len
     act_b = PRECISION_BYTES[tr.activation_precision]
-    available = wafer.activation_sram_bytes
-    modes = ["none", "blocks"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
+    available = scenario.hardware.wafer.activation_sram_bytes
     has_blocks = any(op.block is not None for op in ops)
+    modes = ["none", "blocks"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
+    modes = [m for m in modes if m != "blocks" or has_blocks] or ["none"]
+    out: list[Candidate] = []
+    fits: dict[str, tuple[float, int]] = {}
     for mode in modes:
-        if mode == "blocks" and not has_blocks:
-            continue
         per_token = activation_elements_per_token(ops, mode) * act_b
-        need_one = per_token * seq + retained
-        if need_one <= available:
-            return mode, per_token
-    mode = modes[-1] if has_blocks else "none"
-    per_token = activation_elements_per_token(ops, mode) * act_b
-    raise infeasible(
+        max_mb = min(busiest, int((available - retained) // (per_token * seq)))
+        fits[mode] = (per_token, max_mb)
+        sizes = range(1, max_mb + 1) if tr.micro_batch == "auto" else [min(tr.micro_batch, busiest)]
+        counts = sorted({math.ceil(busiest / m) for m in sizes if m <= max_mb})
+        for n in counts:
+            split = split_evenly(busiest, n)
+            out.append(Candidate(mode, tuple(split), per_token * seq * max(split) + retained))
+    if not out:
+        raise _does_not_fit(scenario, modes[-1], fits[modes[-1]], retained, busiest)
+    return out
+
+
+def _does_not_fit(scenario: Scenario, mode: str, fit: tuple[float, int], retained: float, busiest: int) -> Exception:
+    """The error for a scenario with no candidate: one sample, or the micro-batch asked for, does not fit."""
+    per_token, max_mb = fit
+    seq = scenario.seq_len
+    wafer = scenario.hardware.wafer
+    available = wafer.activation_sram_bytes
+    asked = scenario.training.micro_batch
+    if max_mb >= 1 and asked != "auto":
+        mb = min(asked, busiest)
+        return infeasible(
+            scenario,
+            "training.micro_batch",
+            f"a micro-batch of {mb} samples needs {fmt_bytes(per_token * seq * mb + retained)} of "
+            f"wafer SRAM (checkpointing '{mode}') but {fmt_bytes(available)} is available; at most {max_mb} fit",
+        )
+    return infeasible(
         scenario,
         "training.micro_batch",
         f"activations of one sample need {fmt_bytes(per_token * seq + retained)} of wafer SRAM "
@@ -157,37 +222,21 @@ def choose_checkpointing(scenario: Scenario, ops: list[Op], retained: float) -> 
     )
 
 
-def micro_batch_samples(scenario: Scenario, per_token: float, retained: float, busiest: int) -> int:
-    """Samples per micro-batch: the most that fit SRAM (``'auto'``) or the number asked for, at most ``busiest``.
+def simulated_micro_batches(sizes: list[int], fold: bool) -> list[int]:
+    """Indices of the micro-batches the SimPy run executes.
 
-    Raises :class:`~wss.errors.InfeasibleError` when the micro-batch asked for does not fit.
+    All of them, unless folding is on and removes at least :data:`FOLD_MIN_COPIES`: then the first
+    :data:`FOLDED_PREFIX`, and every micro-batch from the end of the leading run of identical
+    sizes on (always the last, which carries the update).  The folded copies between repeat
+    micro-batch 3, so they must be the size of micro-batch 3: with an even split
+    (:func:`split_evenly`) the leading run is the more numerous size.
     """
-    tr = scenario.training
-    seq = scenario.seq_len
-    available = scenario.hardware.wafer.activation_sram_bytes
-    max_mb = int((available - retained) // (per_token * seq))
-    if tr.micro_batch == "auto":
-        return max(1, min(busiest, max_mb))
-    mb = min(tr.micro_batch, busiest)
-    if mb > max_mb:
-        raise infeasible(
-            scenario,
-            "training.micro_batch",
-            f"a micro-batch of {mb} samples needs {fmt_bytes(per_token * seq * mb + retained)} of "
-            f"wafer SRAM but {fmt_bytes(available)} is available; at most {max_mb} fit",
-        )
-    return mb
-
-
-def simulated_micro_batches(n_mb: int, fold: bool) -> list[int]:
-    """Indices of the micro-batches the SimPy run executes out of ``n_mb``.
-
-    All of them, unless folding is on and removes at least :data:`FOLD_MIN_COPIES`: then the
-    first :data:`FOLDED_PREFIX` and the last (the others repeat the measured period).
-    """
-    if fold and n_mb - (FOLDED_PREFIX + 1) >= FOLD_MIN_COPIES:
-        return list(range(FOLDED_PREFIX)) + [n_mb - 1]
-    return list(range(n_mb))
+    n = len(sizes)
+    run = next((i for i, m in enumerate(sizes) if m != sizes[0]), n)
+    tail = min(run, n - 1)
+    if fold and tail - FOLDED_PREFIX >= FOLD_MIN_COPIES:
+        return list(range(FOLDED_PREFIX)) + list(range(tail, n))
+    return list(range(n))
 
 
 def activation_elements_per_token(ops: list[Op], mode: str) -> float:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from wss.model.components.optimizer_costs import OptimizerCost
 from wss.model.kernels.cycles import KernelCycles, NnzProfile
+from wss.model.plan_choice import PlanChoice
 from wss.model.scenario import Scenario
 from wss.model.workload import Op, StreamedKernel
 
@@ -68,6 +69,7 @@ class Plan:
     tree_levels: int
     nodes_per_level: list[int]
     wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    choice: PlanChoice | None = None  # the checkpointing and micro-batches chosen, the alternatives weighed, why
 
     @property
     def fold_copies(self) -> int:

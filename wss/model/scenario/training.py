@@ -25,9 +25,10 @@ class TrainingConfig(Frozen):
     )
     micro_batch: PosInt | Literal["auto"] = Field(
         "auto",
-        description="Samples per micro-batch on one wafer; 'auto' = the largest that fits SRAM. "
-        "At most the per-wafer batch (global_batch / wafers, rounded up). If it does not divide a wafer's "
-        "samples, the wafer runs full micro-batches and the remainder last. "
+        description="Largest samples per micro-batch on one wafer; 'auto' = the split with the smallest analytic "
+        "step time among those that fit SRAM (wss plan shows them). At most the per-wafer batch (global_batch / "
+        "wafers, rounded up). A wafer's samples run as the fewest micro-batches of at most this size, cut evenly "
+        "(sizes differ by at most one: 65 at 16 runs as 13 x 5). "
         "Gradients accumulate in MemoryX over a wafer's micro-batches.",
     )
     optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field("adamw", description="MemoryX optimizer.")
@@ -41,7 +42,8 @@ class TrainingConfig(Frozen):
     activation_checkpointing: Literal["auto", "none", "blocks"] = Field(
         "auto",
         description="'none': keep every activation; 'blocks': keep only transformer-block inputs and recompute "
-        "each block (its weights stream a third time); 'auto': 'none' if micro-batch 1 fits SRAM, else 'blocks'.",
+        "each block (its weights stream a third time); 'auto': whichever gives the smaller analytic step time, "
+        "weighed together with the micro-batch.",
     )
 
 

@@ -1,0 +1,268 @@
+"""Step 3b (after placement): rank the micro-batching candidates by a fast analytic step time and choose the fastest.
+
+MemoryX streams every weight once per forward and once per backward pass of every micro-batch
+(and a third time for a checkpointed block's recompute), so the split of a wafer's samples into
+micro-batches and the checkpointing mode set how often the weights cross; larger micro-batches
+need more activation SRAM, which ``'blocks'`` checkpointing frees at the price of the recompute.
+:func:`choose` weighs every candidate from :func:`~wss.model.plan.micro_batching.micro_batch_candidates`
+with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass loop):
+
+* each streamed pass of a kernel takes ``max(S, C)``, a backward pass ``max(S, C, U)``: ``S`` the
+  stream of its bytes over the slowest stage down (MemoryX's DRAM read or network, each SwarmX
+  level, the last edge capped by the wafer's I/O, a flash-resident kernel's flash read; each
+  chunk no faster than a hop's latency lets the credits through), ``C`` its cycles from the
+  cycle model at that micro-batch's token count over the clock (the wafer's intake likewise
+  paced by the last hop's latency), ``U`` the gradients over the slowest stage up;
+* the non-weight ops add their seconds at the wafer's non-weight rate; a checkpointed block
+  runs its kernels' and ops' forward again before its backward;
+* a micro-batch takes no less than MemoryX's optimizer needs to accumulate its gradients, and
+  waits for its input where the transfer outlasts the micro-batch before it;
+* per step: one fill (the first chunk across every stage), one drain (the last gradient chunk
+  up), the first kernel's update and whatever update work the last backward pass leaves queued.
+
+It leaves out what the closed-form estimate (:mod:`wss.studies.estimate`) adds: the stream
+running ahead into the buffers while the wafer computes, and the optimizer's exact queue.
+That makes it a little pessimistic where passes alternate between stream- and compute-bound,
+the same for every candidate of a run; ``tests/core/test_planner.py`` checks against the
+simulator that the candidate it chooses is within 1% of the best one simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wss.model.components.inputs import TOKEN_ID_BYTES
+from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
+from wss.model.kernels.cycles import NnzProfile, kernel_cycles
+from wss.model.plan.formats import WeightStream
+from wss.model.plan.kernels import chunk_count
+from wss.model.plan.micro_batching import Candidate
+from wss.model.plan.placement import Placement
+from wss.model.plan_choice import CandidateCost, PlanChoice
+from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
+from wss.model.workload import Op, StreamedKernel, WaferOp
+
+__all__ = ["ALTERNATIVES_KEPT", "Costing", "choose", "rank", "forced_scenario"]
+
+#: Alternatives a :class:`~wss.model.plan_choice.PlanChoice` keeps beside the chosen candidate.
+ALTERNATIVES_KEPT = 4
+
+
+@dataclass(frozen=True)
+class Costing:
+    """Per-kernel figures that do not depend on the candidate, as arrays in kernel order.
+
+    Built once per plan by :meth:`of`; :meth:`cost` then prices one candidate.
+    """
+
+    scenario: Scenario
+    specs: tuple[StreamedKernel, ...]
+    profiles: tuple[NnzProfile, ...]
+    stream_s: np.ndarray  # S: one pass over the slowest stage down (0 when not streamed)
+    up_s: np.ndarray  # U: one backward pass's gradients over the slowest stage up
+    chunks: np.ndarray  # chunks per pass
+    bwd_streamed: np.ndarray  # does the backward pass stream the weights (not a retained output layer)?
+    in_block: np.ndarray  # is the kernel recomputed under 'blocks' checkpointing?
+    stream_bytes: np.ndarray  # one pass, one wafer
+    op_flops: tuple[float, float, float]  # non-weight FLOPs per token: forward, backward, blocks' forward
+    acc_s: tuple[float, float]  # MemoryX accumulation of every kernel's gradient: first micro-batch, later ones
+    update_s: np.ndarray  # each kernel's update (with and without accumulation): [single, accumulating]
+    fill_s: float  # the first chunk across every stage down, and the last gradient chunk up
+    input_s: tuple[float, float]  # an input transfer: latency, seconds per sample
+
+    @classmethod
+    def of(
+        cls,
+        scenario: Scenario,
+        ops: list[Op],
+        specs: list[StreamedKernel],
+        profiles: list[NnzProfile],
+        streams: list[WeightStream],
+        placement: Placement,
+        optimizer: OptimizerCost,
+    ) -> Costing:
+        hw, s = scenario.hardware, scenario
+        mx, sx = hw.memoryx, hw.swarmx
+        b, hop = s.simulation.buffer_chunks, sx.hop_latency_s
+        depth = sx.levels(hw.wafers)
+        edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
+        levels = np.array([edge if lv == depth else sx.link_bandwidth_Bps for lv in range(1, depth + 1)])
+        dram, net = mx.shards * mx.dram_bandwidth_Bps, mx.shards * mx.network_bandwidth_Bps
+        stream_b = np.array([st.stream_bytes for st in streams], dtype=float)
+        nnz = np.array([p.nnz for p in profiles], dtype=float)
+        read_b = nnz * SCALAR_BYTES
+        grad_b = nnz * PRECISION_BYTES[s.training.gradient_precision]
+        chunks = np.array([chunk_count(x, s.simulation) for x in stream_b], dtype=float)
+        # Per chunk on each stage, a hop's latency letting b + 1 chunks through per latency + chunk.
+        down = np.maximum(read_b / dram, stream_b / net)[:, None] / chunks[:, None]
+        link = stream_b[:, None] / levels[None, :] / chunks[:, None]
+        link = np.maximum(link, (hop + link) / (b + 1))
+        stream_s = chunks * np.maximum(down[:, 0], link.max(axis=1))
+        flash = np.array([t == "flash" for t in placement.tiers])
+        stream_s = np.where(flash, np.maximum(stream_s, read_b / (mx.shards * mx.flash_read_bandwidth_Bps)), stream_s)
+        up = grad_b[:, None] / np.append(levels[::-1], net)[None, :] / chunks[:, None]
+        up_s = chunks * np.maximum(up, (hop + up) / (b + 1)).max(axis=1)
+        retain = s.training.retain_output_layer
+        wafer_ops = [op for op in ops if isinstance(op, WaferOp)]
+        op_flops = (
+            sum(op.flops_per_token for op in wafer_ops),
+            sum(op.flops_per_token * op.backward_factor for op in wafer_ops),
+            sum(op.flops_per_token for op in wafer_ops if op.block is not None),
+        )
+        owns = np.array([o == i for i, o in enumerate(placement.owners)])
+        opt_rate, svc_dram = mx.shards * mx.optimizer_flops, dram
+
+        def job(read_scalars: float, write_scalars: float, flops: float) -> np.ndarray:
+            return np.where(owns, np.maximum(nnz * SCALAR_BYTES * (read_scalars + write_scalars) / svc_dram,
+                                             nnz * flops / opt_rate), 0.0)
+
+        acc0, acc1 = job(0, 1, 0).sum(), job(1, 1, 1).sum()
+        update = np.stack([job(optimizer.read_scalars, optimizer.write_scalars, optimizer.flops),
+                           job(optimizer.read_scalars + 1, optimizer.write_scalars, optimizer.flops)], axis=1)
+        fill = float(down[0, 0] + link[0].sum() + up[0].sum() + 2 * (depth + 1) * hop)
+        if s.workload.model.input == "tokens":
+            per_sample = s.seq_len * TOKEN_ID_BYTES
+        else:
+            per_sample = specs[0].in_features * PRECISION_BYTES[s.training.activation_precision]
+        return cls(
+            scenario=s,
+            specs=tuple(specs),
+            profiles=tuple(profiles),
+            stream_s=stream_s,
+            up_s=up_s,
+            chunks=chunks,
+            bwd_streamed=np.array([not (retain and k.is_output) for k in specs]),
+            in_block=np.array([k.block is not None for k in specs]),
+            stream_bytes=stream_b,
+            op_flops=op_flops,
+            acc_s=(float(acc0), float(acc1)),
+            update_s=update,
+            fill_s=fill,
+            input_s=(hw.inputs.latency_s, per_sample / hw.inputs.bandwidth_Bps),
+        )
+
+    def cycles_s(self, tokens: int, cache: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one shape costed once)."""
+        if ("cycles", tokens) not in cache:
+            wafer = self.scenario.hardware.wafer
+            seen: dict[tuple, tuple[float, float]] = {}
+            fwd, bwd = [], []
+            for k, p in zip(self.specs, self.profiles):
+                key = (k.kind, p.out_features, p.in_features) if p.col_counts is None else (k.kind, id(p))
+                if key not in seen:
+                    c = kernel_cycles(k.kind, p, tokens, wafer)
+                    seen[key] = (c.forward / wafer.clock_Hz, c.backward / wafer.clock_Hz)
+                fwd.append(seen[key][0])
+                bwd.append(seen[key][1])
+            cache[("cycles", tokens)] = (np.array(fwd), np.array(bwd))
+        return cache[("cycles", tokens)]
+
+    def micro_batch(self, tokens: int, blocks: bool, cache: dict[Any, Any]) -> tuple[float, float, float]:
+        """One micro-batch of ``tokens``: (seconds paced by compute, by the stream, streamed bytes)."""
+        if ("mb", tokens, blocks) in cache:
+            return cache[("mb", tokens, blocks)]
+        cf, cb = self.cycles_s(tokens, cache)
+        hop, b = self.scenario.hardware.swarmx.hop_latency_s, self.scenario.simulation.buffer_chunks
+        # The wafer starts a chunk only after its flight from the last level; its intake holds b.
+        cf_p = np.maximum(cf, self.chunks * (hop + cf / self.chunks) / (b + 1))
+        cb_p = np.where(self.bwd_streamed, np.maximum(cb, self.chunks * (hop + cb / self.chunks) / (b + 1)), cb)
+        s_b = np.where(self.bwd_streamed, self.stream_s, 0.0)
+        fwd = np.maximum(cf_p, self.stream_s)
+        bwd = np.maximum(np.maximum(cb_p, s_b), self.up_s)
+        rec = np.where(self.in_block, fwd, 0.0) if blocks else np.zeros_like(fwd)
+        total = fwd + bwd + rec
+        compute_paced = np.where(cf_p >= self.stream_s, fwd, 0.0)
+        compute_paced += np.where(cb_p >= np.maximum(s_b, self.up_s), bwd, 0.0)
+        compute_paced += np.where(self.in_block & (cf_p >= self.stream_s), rec, 0.0) if blocks else 0.0
+        wafer = self.scenario.hardware.wafer
+        f, fb, fr = self.op_flops
+        ops_s = tokens * (f + fb + (fr if blocks else 0.0)) / (wafer.peak_flops * wafer.nonweight_efficiency)
+        crossed = self.stream_bytes.sum() + (self.stream_bytes * self.bwd_streamed).sum()
+        crossed += (self.stream_bytes * self.in_block).sum() if blocks else 0.0
+        out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()), float(crossed))
+        cache[("mb", tokens, blocks)] = out
+        return out
+
+    def cost(self, cand: Candidate, cache: dict[Any, Any]) -> CandidateCost:
+        """The analytic step time of one candidate (see the module docstring)."""
+        tokens_per_sample = self.scenario.seq_len
+        blocks = cand.checkpointing == "blocks"
+        compute = stream = crossed = other = 0.0
+        latency, per_sample = self.input_s
+        prev = 0.0
+        last_bwd = 0.0
+        for m, samples in enumerate(cand.micro_batches):
+            c, st, x = self.micro_batch(samples * tokens_per_sample, blocks, cache)
+            inp = latency + samples * per_sample
+            # The optimizer accumulates every kernel's gradient once per micro-batch, in the background.
+            acc = self.acc_s[min(m, 1)] if m < len(cand.micro_batches) - 1 else 0.0
+            slack = max(0.0, acc - (c + st))
+            other += (inp if m == 0 else max(0.0, inp - prev)) + slack
+            compute, stream, crossed = compute + c, stream + st, crossed + x
+            prev = c + st + slack
+            last_bwd = 0.5 * (c + st)
+        accumulating = len(cand.micro_batches) > 1
+        update = self.update_s[:, 1 if accumulating else 0]
+        # The first kernel's update arrives last; updates the last backward sweep could not absorb queue before it.
+        other += self.fill_s + update[0] + max(0.0, float(update.sum()) - last_bwd)
+        total = compute + stream + other
+        parts = {"compute": compute, "stream": stream, "other": other}
+        return CandidateCost(
+            checkpointing=cand.checkpointing,
+            micro_batches=cand.micro_batches,
+            step_time_s=total,
+            compute_s=compute,
+            stream_s=stream,
+            other_s=other,
+            bound_by=max(parts, key=lambda k: parts[k]),
+            weight_crossings=crossed / float(self.stream_bytes.sum()) if self.stream_bytes.sum() else 0.0,
+            sram_bytes_needed=cand.sram_bytes_needed,
+        )
+
+
+def rank(costing: Costing, candidates: Sequence[Candidate]) -> list[CandidateCost]:
+    """Every candidate's analytic cost, fastest first (ties: fewer micro-batches, then ``'none'``)."""
+    cache: dict[Any, Any] = {}
+    costs = [costing.cost(c, cache) for c in candidates]
+    return sorted(costs, key=lambda c: (c.step_time_s, len(c.micro_batches), c.checkpointing != "none"))
+
+
+def choose(costing: Costing, candidates: Sequence[Candidate]) -> tuple[Candidate, PlanChoice]:
+    """The fastest candidate by :func:`rank`, and the record of the choice."""
+    tr = costing.scenario.training
+    searched = tuple(f for f in ("activation_checkpointing", "micro_batch") if getattr(tr, f) == "auto")
+    ranked = rank(costing, candidates)
+    best = ranked[0]
+    if not searched:
+        reason = "asked for: training.activation_checkpointing and training.micro_batch are set"
+    else:
+        fields = " and ".join(f"training.{f}" for f in searched)
+        reason = f"{fields} 'auto': the fastest of {len(ranked)} candidates by the planner's analytic step time"
+    chosen = next(c for c in candidates
+                  if c.checkpointing == best.checkpointing and c.micro_batches == best.micro_batches)
+    choice = PlanChoice(
+        chosen=best,
+        alternatives=tuple(ranked[1 : 1 + ALTERNATIVES_KEPT]),
+        candidates=len(ranked),
+        searched=searched,
+        reason=reason,
+    )
+    return chosen, choice
+
+
+
+def forced_scenario(scenario: Scenario, candidate: CandidateCost) -> Scenario:
+    """The scenario with ``training.activation_checkpointing`` and ``training.micro_batch`` set to force ``candidate``.
+
+    An explicit micro-batch is the largest size of an even split into the fewest micro-batches
+    that allow it, which is how every candidate is built, so the plan of the forced scenario runs
+    exactly ``candidate.micro_batches``.
+    """
+    return load_scenario(scenario, {
+        "training.activation_checkpointing": candidate.checkpointing,
+        "training.micro_batch": candidate.largest,
+    })
