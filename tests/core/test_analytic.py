@@ -140,7 +140,8 @@ def test_broadcast_over_the_tree_matches_bytes_over_bw_plus_levels_of_fill(wafer
         model=dense_model(4096, 4096),
         wafers=wafers,
         hardware=ideal_hardware(
-            wafer={"io_bandwidth_Bps": B}, swarmx={"fan_out": fan_out, "link_bandwidth_Bps": B, "hop_latency_s": h}
+            wafer={"io_bandwidth_Bps": B}, swarmx={"fan_out": fan_out, "link_bandwidth_Bps": B, "hop_latency_s": h},
+            allow_beyond_published_limits=True,  # 256 wafers: more than the 192 CS-2 published
         ),
         simulation={"chunk_bytes": 4 * MiB},
     )

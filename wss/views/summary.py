@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
+from wss.model.scenario import HardwareConfig
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -50,9 +51,19 @@ def _headline(plan_or_result_scenario, params: int, nnz: int) -> str:
     )
 
 
+def _limits_line(hw: HardwareConfig) -> list[str]:
+    """One line when the scenario sets hardware.allow_beyond_published_limits, none otherwise."""
+    if not hw.allow_beyond_published_limits:
+        return []
+    return [
+        f"  what-if      hardware.allow_beyond_published_limits: {hw.wafers} x {hw.wafer.name} is not held to "
+        "the largest published cluster"
+    ]
+
+
 def format_plan(plan: Plan) -> str:
     s = plan.scenario
-    lines = [_headline(s, plan.params, plan.nnz)]
+    lines = [_headline(s, plan.params, plan.nnz), *_limits_line(s.hardware)]
     lines.append(
         f"  MemoryX     {fmt_bytes(plan.memoryx_state_bytes)} of {fmt_bytes(s.hardware.memoryx.capacity_bytes)} "
         f"(DRAM {fmt_bytes(plan.memoryx_dram_bytes)}, flash {fmt_bytes(plan.memoryx_flash_bytes)})"
@@ -75,7 +86,7 @@ def format_result(r: Result) -> str:
     params = cluster_int(r, "params")
     nnz = cluster_int(r, "nonzero_params")
     n = len(r.steps)
-    lines = [_headline(s, params, nnz)]
+    lines = [_headline(s, params, nnz), *_limits_line(s.hardware)]
     lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")
     thr = f"  throughput   {r.samples_per_s:,.4g} samples/s"
     if s.workload.model.input == "tokens":

@@ -10,8 +10,9 @@ names; per-shard and per-link figures are per unit, never aggregated.
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.model.scenario.base import Fraction, Frozen, NonNegFloat, PosFloat, PosInt, UnitFraction
 
@@ -130,3 +131,16 @@ class HardwareConfig(Frozen):
     memoryx: MemoryXConfig
     swarmx: SwarmXConfig
     inputs: InputsConfig
+    allow_beyond_published_limits: bool = Field(
+        False,
+        description="What-if studies only: accept more wafers than the largest published cluster of this "
+        "wafer's system (max_cluster_wafers in the wafer's preset under configs/wafer). The run's summary says "
+        "so. Serialised only when true, so scenarios that leave it false keep their hash.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_default_override(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if not self.allow_beyond_published_limits:
+            data.pop("allow_beyond_published_limits", None)
+        return data

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,39 @@ from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.validation_errors import problems_from_errors
 from wss.model.scenario.yaml_io import line_map, safe_load_text
 
-__all__ = ["load_scenario", "apply_overrides", "parse_override"]
+__all__ = ["load_scenario", "apply_overrides", "parse_override", "ClusterLimit", "published_cluster_limit"]
 
 _PART_KINDS = ("wafer", "memoryx", "swarmx")
+
+#: Keys of a wafer preset that are not WaferConfig fields: the largest published cluster and its source.
+_LIMIT_KEYS = ("max_cluster_wafers", "max_cluster_wafers_source")
+
+
+@dataclass(frozen=True)
+class ClusterLimit:
+    """The largest published cluster of a wafer's system, and where that is published."""
+
+    wafers: int
+    source: str
+
+
+def published_cluster_limit(wafer_name: str) -> ClusterLimit | None:
+    """The published cluster limit of the wafer preset named ``wafer_name``.
+
+    The limit lives in the wafer's preset file (``max_cluster_wafers`` with ``max_cluster_wafers_source``),
+    not in the scenario: it changes no result, so it leaves the resolved scenario and its hash alone.  A
+    wafer whose name is no preset, or a preset without the key, has no published limit (None).
+    """
+    try:
+        preset = load_part_preset("wafer", wafer_name)
+    except PresetNotFound:
+        return None
+    limit = preset.get("max_cluster_wafers")
+    if limit is None:
+        return None
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"wafer preset {wafer_name!r}: max_cluster_wafers must be a positive integer, got {limit!r}")
+    return ClusterLimit(limit, str(preset.get("max_cluster_wafers_source") or "source not given"))
 
 
 def load_scenario(
@@ -199,6 +230,9 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: l
                 pname = part.pop("preset")
                 base = _preset(kind, pname, ("hardware", kind, "preset"), label, lines, overridden)
                 base.setdefault("name", pname)
+                if kind == "wafer":
+                    for key in _LIMIT_KEYS:  # read by published_cluster_limit, not scenario fields
+                        base.pop(key, None)
                 hw[kind] = _deep_merge(base, part)
         raw["hardware"] = hw
 
@@ -253,7 +287,7 @@ def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> 
 
 
 def _cross_checks(s: Scenario) -> list[FieldProblem]:
-    problems = []
+    problems = _cluster_limit_checks(s)
     model = s.workload.model
     problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:
@@ -281,6 +315,22 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
     elif s.numerics.enabled:
         problems += _numerics_activation_checks(model.layers)
     return problems
+
+
+def _cluster_limit_checks(s: Scenario) -> list[FieldProblem]:
+    """No more wafers than the largest published cluster of this wafer's system, unless overridden."""
+    hw = s.hardware
+    limit = published_cluster_limit(hw.wafer.name)
+    if limit is None or hw.wafers <= limit.wafers or hw.allow_beyond_published_limits:
+        return []
+    return [
+        FieldProblem(
+            "hardware.wafers",
+            f"{hw.wafers} wafers exceed the largest published {hw.wafer.name} cluster, {limit.wafers:,} wafers "
+            f"({limit.source}; max_cluster_wafers of configs/wafer/{hw.wafer.name}.yaml); for a what-if study "
+            "beyond it set hardware.allow_beyond_published_limits: true",
+        )
+    ]
 
 
 #: Hidden activations the real numerics run (wss.model.numerics.spec.ACTIVATIONS).
