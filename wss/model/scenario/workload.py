@@ -14,8 +14,19 @@ Layer kinds
     softmax, layer norms, activation, residuals).  ``causal: true`` counts
     only the query-key pairs a causal mask leaves: ``s (s + 1) / 2`` per
     sequence instead of ``s^2`` (default false: full attention).
+    ``ffn: swiglu`` gates the FFN (Llama): three matmuls, gate and up
+    ``d -> d_ff`` and down ``d_ff -> d``, with ``SiLU(gate) * up`` between.
+    ``parallel: true`` runs attention and the FFN side by side on one
+    normalised input and sums their outputs (GPT-J): one layer norm.
+    ``norm: post`` puts each norm after its residual add (BERT).
+``pooler``
+    BERT's pooler and next-sentence head: a dense ``d -> d`` with tanh on
+    the [CLS] token, then ``d -> classes``, softmax and loss.  A side branch:
+    the width after it is its input's.
 ``output_head``
     The final projection to the vocabulary or classes, plus softmax and loss.
+    ``transform: true`` puts BERT's MLM transform before it (a dense
+    ``d -> d``, GELU and a layer norm).
 
 Sparsity
 --------
@@ -48,6 +59,7 @@ __all__ = [
     "EmbeddingLayer",
     "TransformerBlock",
     "OutputHead",
+    "Pooler",
     "Layer",
     "ModelConfig",
     "WorkloadConfig",
@@ -56,7 +68,8 @@ __all__ = [
 
 #: The streamed matmuls of a transformer block, by role: the last part of their kernel names
 #: (``block.3.qkv``, ``block.3.attn_out``, ``block.3.ffn_up``, ``block.3.ffn_down``).
-BLOCK_ROLES = ("qkv", "attn_out", "ffn_up", "ffn_down")
+#: A gated (SwiGLU) FFN adds ``block.3.ffn_gate``.
+BLOCK_ROLES = ("qkv", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
 #: The roles ``workload.sparsity`` also takes: every embedding table, and every untied output head.
 WORKLOAD_ROLES = (*BLOCK_ROLES, "embedding", "output_head")
 
@@ -73,6 +86,7 @@ class BlockSparsity(Frozen):
     )
     qkv: Fraction | None = _role("the query, key and value projection (d_model -> 3 n_heads d_head)")
     attn_out: Fraction | None = _role("the attention output projection (n_heads d_head -> d_model)")
+    ffn_gate: Fraction | None = _role("a gated (SwiGLU) FFN's gate matmul (d_model -> d_ff)")
     ffn_up: Fraction | None = _role("the FFN's first matmul (d_model -> d_ff)")
     ffn_down: Fraction | None = _role("the FFN's second matmul (d_ff -> d_model)")
 
@@ -165,7 +179,7 @@ class EmbeddingLayer(_LayerBase):
 
 
 class TransformerBlock(_LayerBase):
-    """A pre-norm transformer block (attention + FFN)."""
+    """A transformer block (attention + FFN): pre-norm by default, optionally post-norm, parallel or gated."""
 
     _roles: ClassVar[tuple[str, ...]] = BLOCK_ROLES
 
@@ -185,6 +199,22 @@ class TransformerBlock(_LayerBase):
         "attention scores, softmax and context count s (s + 1) / 2 query-key pairs per sequence instead of s^2. "
         "Weights and bytes do not change.",
     )
+    ffn: Literal["gelu", "swiglu"] = Field(
+        "gelu",
+        description="'gelu': two matmuls (up d_model -> d_ff, down d_ff -> d_model) with GELU between; 'swiglu': "
+        "three (gate and up d_model -> d_ff, down d_ff -> d_model) with SiLU(gate) * up between (Shazeer 2020; "
+        "Llama). The gate's sparsity role is ffn_gate.",
+    )
+    parallel: bool = Field(
+        False,
+        description="Parallel attention and FFN (GPT-J, GPT-NeoX): both read the same normalised input and their "
+        "outputs are added to the residual together, so the block has one layer norm instead of two. Same weights.",
+    )
+    norm: Literal["pre", "post"] = Field(
+        "pre",
+        description="'pre': each layer norm before its sub-layer (GPT); 'post': after the residual add (BERT, "
+        "the original Transformer). Moves the norms only: same FLOPs and stored activations.",
+    )
 
     @property
     def head_width(self) -> int:
@@ -198,7 +228,28 @@ class TransformerBlock(_LayerBase):
     def _heads_divide(self) -> TransformerBlock:
         if self.d_head is None and self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}; give d_head")
+        if self.parallel and self.norm == "post":
+            raise ValueError(
+                "parallel: a parallel block normalises the input both branches share (pre-norm); norm: post is "
+                "not supported with it"
+            )
+        if isinstance(self.sparsity, BlockSparsity) and self.sparsity.ffn_gate is not None and self.ffn != "swiglu":
+            raise ValueError("sparsity.ffn_gate: this block's FFN has no gate (ffn: gelu); the gate is ffn: swiglu's")
         return self
+
+
+class Pooler(_LayerBase):
+    """BERT's pooler and next-sentence head: dense d_model -> d_model + tanh on [CLS], then d_model -> classes.
+
+    A side branch off the last block: the layer after it reads the same width it did.
+    """
+
+    kind: Literal["pooler"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the pooler's two kernels (default: workload.sparsity's default)."
+    )
+    d_model: PosInt = Field(description="Input width (the pooled [CLS] vector).")
+    classes: PosInt = Field(2, description="Classes of the sentence-level head (next-sentence prediction: 2).")
 
 
 class OutputHead(_LayerBase):
@@ -217,9 +268,16 @@ class OutputHead(_LayerBase):
         description="The head's weights are the token embedding table (tied): MemoryX stores and updates "
         "them once; the head still streams them and its gradient adds into the embedding's.",
     )
+    transform: bool = Field(
+        False,
+        description="BERT's MLM transform before the projection: a dense d_model -> d_model, GELU and a layer "
+        "norm. Its kernel is not tied; it takes this layer's sparsity, else workload.sparsity's default.",
+    )
 
 
-Layer = Annotated[DenseLayer | EmbeddingLayer | TransformerBlock | OutputHead, Field(discriminator="kind")]
+Layer = Annotated[
+    DenseLayer | EmbeddingLayer | TransformerBlock | Pooler | OutputHead, Field(discriminator="kind")
+]
 
 
 class ModelConfig(Frozen):
@@ -252,7 +310,7 @@ class ModelConfig(Frozen):
                     raise ValueError(f"layers.{i}: a repeated dense layer needs in_features == out_features")
             elif isinstance(layer, EmbeddingLayer):
                 k_in, k_out = None, layer.d_model
-            elif isinstance(layer, TransformerBlock):
+            elif isinstance(layer, (TransformerBlock, Pooler)):
                 k_in, k_out = layer.d_model, layer.d_model
             else:
                 k_in, k_out = layer.d_model, layer.vocab_size
@@ -290,7 +348,10 @@ class WorkloadConfig(Frozen):
         if not isinstance(self.sparsity, WorkloadSparsity):
             return self
         layers = self.model.layers
-        present = set(BLOCK_ROLES) if any(isinstance(layer, TransformerBlock) for layer in layers) else set()
+        blocks = [layer for layer in layers if isinstance(layer, TransformerBlock)]
+        present = set(BLOCK_ROLES) if blocks else set()
+        if not any(block.ffn == "swiglu" for block in blocks):
+            present.discard("ffn_gate")
         if any(isinstance(layer, EmbeddingLayer) for layer in layers):
             present.add("embedding")
         if any(isinstance(layer, OutputHead) and not layer.tied for layer in layers):
@@ -303,6 +364,7 @@ class WorkloadConfig(Frozen):
 
 _ROLE_OWNERS = {
     **dict.fromkeys(BLOCK_ROLES, "transformer_block layer"),
+    "ffn_gate": "transformer_block layer with a gated FFN (ffn: swiglu)",
     "embedding": "embedding layer",
     "output_head": "untied output_head layer (a tied head takes its embedding table's sparsity: set 'embedding')",
 }

@@ -10,7 +10,32 @@ Per-token FLOP counts of the non-weight work (forward; backward is twice):
   to itself (``s = 1`` costs the same either way);
 * softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h k``;
 * layer norm: 8 FLOPs per element; GELU (tanh form): 8 per element;
-  ReLU/tanh: 1; residual add: 1.
+  ReLU/tanh: 1; residual add: 1;
+* gated FFN (``ffn: swiglu``, Shazeer 2020): ``SiLU(gate) * up`` is 5 per
+  element of ``d_ff`` (SiLU ``x / (1 + e^-x)``: negate, exp, add, divide;
+  then the product).
+
+Block variants, ops in forward order (the backward pass runs them reversed):
+
+* pre-norm (default): ``ln1, qkv, attention, attn_out, residual1, ln2,
+  ffn_up, gelu, ffn_down, residual2``;
+* ``norm: post`` (BERT): ``qkv, attention, attn_out, residual1, ln1,
+  ffn_up, gelu, ffn_down, residual2, ln2``: the same ops and counts, moved;
+* ``parallel: true`` (GPT-J): ``ln1, qkv, attention, attn_out, ffn_up, gelu,
+  ffn_down, residual`` with one norm, and one residual op adding both
+  branches (``2 d``).  The attention branch is streamed first, always.
+  qkv keeps the normalised input and ``ffn_up`` keeps nothing of its own
+  (it reads the same tensor): ``2 d`` fewer stored elements per token
+  than the sequential block (one norm's input, one copy of its output);
+* ``ffn: swiglu``: ``ffn_gate, ffn_up, swiglu, ffn_down`` in place of
+  ``ffn_up, gelu, ffn_down``; the gate keeps the FFN's input, ``ffn_up``
+  reads the same copy, and the product keeps gate and up (``2 d_ff``).
+
+BERT's pooler (``kind: pooler``) and MLM transform (``transform: true`` on
+the output head) are counted on every token: the cycle model prices a
+kernel over all of a micro-batch's tokens, while the pooler really sees one
+token per sequence.  For BERT-Large at 512 tokens that over-counts the
+pooler's ``2 d^2 + 2 d c`` FLOPs per token, 0.3% of the model's.
 
 These are counting conventions (declared assumptions), not measurements.
 The on-wafer attention is assumed not to store the ``s x s`` score matrix
@@ -20,6 +45,7 @@ backward pass), so stored activations grow with ``s`` only through tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from wss.model.scenario.workload import (
@@ -29,6 +55,7 @@ from wss.model.scenario.workload import (
     EmbeddingLayer,
     ModelConfig,
     OutputHead,
+    Pooler,
     TransformerBlock,
     WorkloadSparsity,
 )
@@ -38,6 +65,8 @@ __all__ = ["expand_model", "kernel_density"]
 
 _ACT_FLOPS = {"relu": 1.0, "tanh": 1.0, "gelu": 8.0, "none": 0.0}
 _LN_FLOPS = 8.0
+#: SiLU(gate) * up per element: SiLU x / (1 + e^-x) is 4 (negate, exp, add, divide), the product 1.
+_SWIGLU_FLOPS = 5.0
 
 
 def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity, seq_len: int) -> list[Op]:
@@ -73,7 +102,10 @@ def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity,
             elif isinstance(layer, OutputHead):
                 table = _tied_table(ops, layer) if layer.tied else None
                 density = table.density if table else kernel_density(layer.sparsity, default_sparsity, "output_head")
-                ops += _head(layer, name, density, table.name if table else None)
+                transform = kernel_density(None if layer.tied else layer.sparsity, default_sparsity, None)
+                ops += _head(layer, name, density, table.name if table else None, transform)
+            elif isinstance(layer, Pooler):
+                ops += _pooler(layer, name, kernel_density(layer.sparsity, default_sparsity, None))
     if not any(isinstance(layer, OutputHead) for layer in model.layers):
         ops = _close_with_loss(ops)
     return ops
@@ -183,12 +215,13 @@ def _embedding(layer: EmbeddingLayer, name: str, density: float) -> list[Op]:
 
 
 def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: int, b: int) -> list[Op]:
-    d, h, dh, dff = layer.d_model, layer.n_heads, layer.head_width, layer.ffn_width
+    """A block's ops in forward order (the variants and their order are in the module docstring)."""
+    d, h, dh = layer.d_model, layer.n_heads, layer.head_width
     attn = h * dh
     # Keys per query: all s, or under a causal mask s (s + 1) / 2 pairs over s queries (see the module docstring).
     keys: float = (s + 1) / 2 if layer.causal else s
 
-    def k(part: str, out_f: int, in_f: int) -> StreamedKernel:
+    def k(part: str, out_f: int, in_f: int, stored: int | None = None) -> StreamedKernel:
         return StreamedKernel(
             name=f"{name}.{part}",
             layer=name,
@@ -197,31 +230,79 @@ def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: i
             in_features=in_f,
             density=densities[part],
             block=b,
-            stored_elements_per_token=in_f,
+            stored_elements_per_token=in_f if stored is None else stored,
         )
 
-    return [
-        WaferOp(f"{name}.ln1", name, _LN_FLOPS * d, b, stored_elements_per_token=d),
+    def norm(part: str) -> WaferOp:
+        return WaferOp(f"{name}.{part}", name, _LN_FLOPS * d, b, stored_elements_per_token=d)
+
+    attention: list[Op] = [
         k("qkv", 3 * attn, d),
-        WaferOp(
-            f"{name}.attention",
-            name,
-            4.0 * keys * attn + 5.0 * h * keys,
-            b,
-            stored_elements_per_token=3 * attn + h,
-        ),
+        WaferOp(f"{name}.attention", name, 4.0 * keys * attn + 5.0 * h * keys, b,
+                stored_elements_per_token=3 * attn + h),
         k("attn_out", d, attn),
-        WaferOp(f"{name}.residual1", name, float(d), b),
-        WaferOp(f"{name}.ln2", name, _LN_FLOPS * d, b, stored_elements_per_token=d),
-        k("ffn_up", dff, d),
+    ]
+    if layer.parallel:
+        # One norm feeds both branches; qkv keeps the normalised input and the FFN's first matmul(s) use that copy.
+        ffn = _ffn(layer, name, b, k, input_stored=False)
+        return [norm("ln1"), *attention, *ffn, WaferOp(f"{name}.residual", name, 2.0 * d, b)]
+    ffn = _ffn(layer, name, b, k, input_stored=True)
+    res1, res2 = WaferOp(f"{name}.residual1", name, float(d), b), WaferOp(f"{name}.residual2", name, float(d), b)
+    if layer.norm == "post":
+        return [*attention, res1, norm("ln1"), *ffn, res2, norm("ln2")]
+    return [norm("ln1"), *attention, res1, norm("ln2"), *ffn, res2]
+
+
+def _ffn(layer: TransformerBlock, name: str, b: int, k: Callable[..., StreamedKernel], input_stored: bool) -> list[Op]:
+    """The FFN's ops: up, GELU, down; or gate, up, SiLU(gate) * up, down.
+
+    ``input_stored``: the FFN's first matmul keeps its input (false when another kernel, qkv in a
+    parallel block, already keeps the same tensor).  A gated FFN's up matmul reads the gate's input,
+    so only the gate keeps it.
+    """
+    d, dff = layer.d_model, layer.ffn_width
+    first = None if input_stored else 0
+    if layer.ffn == "swiglu":
+        return [
+            k("ffn_gate", dff, d, first),
+            k("ffn_up", dff, d, 0),
+            # keeps gate and up (both needed to differentiate the product)
+            WaferOp(f"{name}.swiglu", name, _SWIGLU_FLOPS * dff, b, stored_elements_per_token=2 * dff),
+            k("ffn_down", d, dff),
+        ]
+    return [
+        k("ffn_up", dff, d, first),
         WaferOp(f"{name}.gelu", name, _ACT_FLOPS["gelu"] * dff, b, stored_elements_per_token=dff),
         k("ffn_down", d, dff),
-        WaferOp(f"{name}.residual2", name, float(d), b),
     ]
 
 
-def _head(layer: OutputHead, name: str, density: float, tied_to: str | None) -> list[Op]:
+def _pooler(layer: Pooler, name: str, density: float) -> list[Op]:
+    """BERT's pooler (dense + tanh) and sentence head (dense + softmax + loss), counted on every token."""
+    d, c = layer.d_model, layer.classes
+
+    def k(part: str, out_f: int) -> StreamedKernel:
+        return StreamedKernel(f"{name}.{part}", name, "matmul", out_f, d, density, None, stored_elements_per_token=d)
+
     return [
+        k("dense", d),
+        WaferOp(f"{name}.tanh", name, _ACT_FLOPS["tanh"] * d, None, stored_elements_per_token=d),
+        k("classifier", c),
+        WaferOp(f"{name}.softmax_loss", name, 5.0 * c, None, working_elements_per_token=c, backward_factor=0.4),
+    ]
+
+
+def _head(layer: OutputHead, name: str, density: float, tied_to: str | None, transform_density: float) -> list[Op]:
+    d = layer.d_model
+    transform: list[Op] = []
+    if layer.transform:  # BERT's MLM transform: dense d -> d, GELU, layer norm
+        transform = [
+            StreamedKernel(f"{name}.transform", name, "matmul", d, d, transform_density, None, d),
+            WaferOp(f"{name}.gelu", name, _ACT_FLOPS["gelu"] * d, None, stored_elements_per_token=d),
+            WaferOp(f"{name}.ln", name, _LN_FLOPS * d, None, stored_elements_per_token=d),
+        ]
+    return [
+        *transform,
         StreamedKernel(
             name=f"{name}.proj",
             layer=name,
