@@ -57,7 +57,7 @@ def test_memoryx_capacity_boundary_is_exact():
 
 
 def test_optimizer_state_sets_the_memoryx_footprint():
-    per_weight = {"sgd": 8, "momentum": 12, "adam": 16, "adamw": 16}  # fp32 scalars: Adam = w, g, m, v = 16 B
+    per_weight = {"sgd": 8, "momentum": 12, "adam": 16, "adamw": 16, "lamb": 16}  # fp32: Adam = w, g, m, v = 16 B
     for optimizer, b in per_weight.items():
         plan = wss.plan(scenario_dict(model=dense_model(256, 512), optimizer=optimizer))
         assert plan.memoryx_state_bytes == 256 * 512 * b, optimizer

@@ -126,7 +126,7 @@ def scenarios(draw) -> dict[str, Any]:
         "workload": {"model": model, "sparsity": draw(st.sampled_from([0.0, 0.5, 0.9, 0.25, 0.75]))},
         "training": {
             "global_batch": n * per_wafer,
-            "optimizer": draw(st.sampled_from(["sgd", "momentum", "adam", "adamw"])),
+            "optimizer": draw(st.sampled_from(["sgd", "momentum", "adam", "adamw", "lamb"])),
             "steps": draw(st.integers(1, 2)),
             **training,
         },

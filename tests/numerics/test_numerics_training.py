@@ -38,7 +38,7 @@ def test_fc_mnist_network_learns():
 
 @pytest.mark.parametrize("dataset", ["teacher", "gaussian_mixture"])
 @pytest.mark.parametrize(
-    ("optimizer", "lr"), [("sgd", 0.2), ("momentum", 0.05), ("adam", 3e-3), ("adamw", 3e-3)]
+    ("optimizer", "lr"), [("sgd", 0.2), ("momentum", 0.05), ("adam", 3e-3), ("adamw", 3e-3), ("lamb", 0.02)]
 )
 def test_each_optimizer_decreases_loss(optimizer, lr, dataset):
     spec = NumericsSpec(
@@ -46,7 +46,7 @@ def test_each_optimizer_decreases_loss(optimizer, lr, dataset):
         densities=(0.7, 0.9),
         optimizer=optimizer,
         learning_rate=lr,
-        weight_decay=0.01 if optimizer == "adamw" else 0.0,
+        weight_decay=0.01 if optimizer in ("adamw", "lamb") else 0.0,
         global_batch=64,
         wafers=2,
         steps=80,
@@ -145,7 +145,7 @@ def test_optimizer_updates():
     with pytest.raises(ValueError, match="float32"):
         SGD(0.1).update(w.astype(np.float64), g, {})
     with pytest.raises(ValueError, match="unknown"):
-        make_optimizer("lamb", 0.1)
+        make_optimizer("lars", 0.1)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_optimizer_updates():
         ({"densities": (0.5,)}, "densities"),
         ({"densities": (0.5, 0.0, 1.0)}, "densities"),
         ({"activation": "gelu"}, "activation"),
-        ({"optimizer": "lamb"}, "optimizer"),
+        ({"optimizer": "lars"}, "optimizer"),
         ({"prune": "movement"}, "prune"),
         ({"dataset": "mnist"}, "dataset"),
         ({"stream_dtype": "int8"}, "stream_dtype"),

@@ -15,7 +15,7 @@ from wss.model.kernels.sparse_format import SparseWeights
 __all__ = ["NumericsSpec", "NumericsOutcome", "ACTIVATIONS", "OPTIMIZERS", "PRUNERS", "DATASETS", "STREAM_DTYPES"]
 
 ACTIVATIONS = ("relu", "tanh")
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "lamb")
 PRUNERS = ("random", "magnitude")
 DATASETS = ("teacher", "gaussian_mixture")
 STREAM_DTYPES = ("float32", "float16", "bfloat16")
@@ -39,13 +39,13 @@ class NumericsSpec:
         Hidden non-linearity, ``"relu"`` or ``"tanh"`` (none after the last
         layer, which feeds softmax cross-entropy).
     optimizer
-        ``"sgd"``, ``"momentum"``, ``"adam"`` or ``"adamw"``, run by MemoryX on
-        the fp32 master weights.
+        ``"sgd"``, ``"momentum"``, ``"adam"``, ``"adamw"`` or ``"lamb"``, run by
+        MemoryX on the fp32 master weights.
     learning_rate, momentum, betas, eps
         Optimizer hyper-parameters (``momentum`` for ``"momentum"``; ``betas``
-        and ``eps`` for Adam/AdamW).
+        and ``eps`` for Adam/AdamW/LAMB).
     weight_decay
-        Decoupled decay for AdamW; coupled L2 (added to the gradient) for the
+        Decoupled decay for AdamW and LAMB; coupled L2 (added to the gradient) for the
         others, as in PyTorch.
     global_batch
         Samples per step over the whole cluster.

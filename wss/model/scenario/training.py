@@ -31,7 +31,10 @@ class TrainingConfig(Frozen):
         "(sizes differ by at most one: 65 at 16 runs as 13 x 5). "
         "Gradients accumulate in MemoryX over a wafer's micro-batches.",
     )
-    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = Field("adamw", description="MemoryX optimizer.")
+    optimizer: Literal["sgd", "momentum", "adam", "adamw", "lamb"] = Field(
+        "adamw",
+        description="MemoryX optimizer ('lamb': Adam's moments with a per-kernel trust ratio, You et al. 2019).",
+    )
     weight_precision: Precision = Field("fp16", description="Precision of weights streamed to the wafers.")
     gradient_precision: Precision = Field("fp16", description="Precision of gradients streamed back.")
     activation_precision: Precision = Field("fp16", description="Precision of activations held in wafer SRAM.")
@@ -79,6 +82,8 @@ class NumericsConfig(Frozen):
     learning_rate: PosFloat = Field(1e-3, description="Optimizer learning rate.")
     momentum: float = Field(0.9, ge=0, lt=1, description="Momentum (momentum optimizer).")
     weight_decay: float = Field(
-        0.0, ge=0, description="Weight decay: decoupled for AdamW, coupled L2 (added to the gradient) for the others."
+        0.0,
+        ge=0,
+        description="Weight decay: decoupled for AdamW and LAMB, coupled L2 (added to the gradient) for the others.",
     )
     prune: Literal["random", "magnitude"] = Field("random", description="How the fixed sparsity mask is chosen.")
