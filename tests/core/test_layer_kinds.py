@@ -159,11 +159,15 @@ def test_preset_parameter_counts():
     assert params("llama-2-7b") == 2 * 32000 * d + 32 * (4 * d * d + 3 * d * 11008) == 6_738_149_376
     # ESM-2 35M: tied 33 x 480 table; 12 blocks of 12 d^2; the MLM transform d^2.
     assert params("esm-2-35m") == 33 * 480 + 12 * 12 * 480 * 480 + 480 * 480 == 33_423_840
+    # BERT-Large: tied 30522 x 1024 and 512 x 1024 tables; 24 blocks of 12 d^2; pooler d^2 + 2 d; transform d^2.
+    b = 1024
+    assert params("bert-large") == (30522 + 512) * b + 24 * 12 * b * b + b * b + 2 * b + b * b == 335_867_904
 
 
 @pytest.mark.parametrize(("model", "check"), [
     ("gpt-j-6b", lambda k: k.parallel and k.ffn == "gelu" and k.causal and k.head_width == 256),
     ("llama-2-7b", lambda k: not k.parallel and k.ffn == "swiglu" and k.causal and k.ffn_width == 11008),
+    ("bert-large", lambda k: k.norm == "post" and not k.causal),
 ])
 def test_preset_block_options(model, check):
     s = wss.load_scenario(scenario_dict(model=model, global_batch=1))
