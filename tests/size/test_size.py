@@ -108,3 +108,32 @@ def test_two_targets_are_refused():
 def test_non_token_model_is_refused():
     with pytest.raises(SizeError, match="token model"):
         wss.size(str(REPO / "scenarios" / "fc_mnist.yaml"), TOKENS)
+
+
+def test_energy_is_power_times_time_and_in_the_summary():
+    from wss.views.summary import format_result
+
+    r = wss.simulate(wss.load_scenario(SCENARIO, SMALL))
+    e = r.energy
+    assert e is not None
+    hw = r.scenario.hardware
+    nodes = sum(int(n) for n in r.cluster["nodes_per_level"])  # type: ignore[union-attr]
+    # no preset gives an idle figure: every part draws its busy figure all the time
+    expected_W = hw.wafers * 23000 + hw.memoryx.shards * 1000 + nodes * 1000
+    assert e.average_power_W == pytest.approx(expected_W)
+    assert e.per_step_J == pytest.approx(expected_W * r.step_time_s)
+    assert sum(e.by_part_J.values()) == pytest.approx(e.per_step_J)
+    assert e.per_token_J == pytest.approx(e.per_step_J / (r.tokens_per_s * r.step_time_s))
+    assert "  energy       " in format_result(r)
+
+
+def test_idle_power_weights_by_busy_fraction():
+    r = wss.simulate(wss.load_scenario(SCENARIO, {**SMALL, "hardware.wafer.power_idle_W": 0.0}))
+    e = r.energy
+    assert e is not None
+    assert e.by_part_J["wafer"] == pytest.approx(23000 * r.utilisation["wafer.compute"] * r.step_time_s)
+
+
+def test_no_power_figure_no_energy():
+    r = wss.simulate(wss.load_scenario(SCENARIO, {**SMALL, "hardware.swarmx.power_busy_W": None}))
+    assert r.energy is None
