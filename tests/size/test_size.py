@@ -86,6 +86,7 @@ def test_cli_unreachable_exits_1_with_the_best(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
+    ([], "--tokens is required"),
     (["--tokens", "-5"], "tokens must be a positive number"),
     (["--tokens", "1e9", "--days", "0"], "days must be a positive number"),
     (["--tokens", "1e9", "--max-wafers", "0"], "max_wafers must be a positive integer"),
