@@ -24,6 +24,7 @@ from wss.model.simulate import plan, simulate
 
 if TYPE_CHECKING:
     from wss.studies.estimate import Estimate, estimate
+    from wss.studies.size import size
     from wss.studies.sweep import sweep
     from wss.studies.verdict import Verdict, verdict
 
@@ -33,6 +34,7 @@ __all__ = [
     "plan",
     "estimate",
     "sweep",
+    "size",
     "verdict",
     "load_scenario",
     "list_presets",
@@ -51,6 +53,7 @@ _LAZY = {
     "estimate": "wss.studies.estimate",
     "Estimate": "wss.studies.estimate",
     "sweep": "wss.studies.sweep",
+    "size": "wss.studies.size",
     "verdict": "wss.studies.verdict",
     "Verdict": "wss.studies.verdict",
 }

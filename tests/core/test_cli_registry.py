@@ -16,7 +16,7 @@ COMMANDS = [name for module in app.COMMAND_MODULES for name in module.COMMANDS]
 def test_every_command_is_owned_by_exactly_one_module():
     assert len(COMMANDS) == len(set(COMMANDS))
     assert set(COMMANDS) == {"simulate", "validate", "presets", "plan", "plot", "report", "baseline", "check",
-                             "estimate", "reproduce", "sweep"}
+                             "estimate", "reproduce", "sweep", "size"}
 
 
 @pytest.mark.parametrize("command", COMMANDS)

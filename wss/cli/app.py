@@ -21,13 +21,14 @@ from types import ModuleType
 
 from wss._version import __version__
 from wss.cli import check, fidelity, plan, see, simulate, sweep
+from wss.cli import size as size_cmd
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STALLED, print_error, relabel
 from wss.errors import SimulationStalled, WssError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Every command module, in the order their commands appear in ``wss --help``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, check, fidelity, sweep)
+COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, check, fidelity, sweep, size_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from wss.model.fold import Fold
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
     RECORD_SECONDS,
+    EnergySummary,
     FlopsSummary,
     KernelRecord,
     LinkBytes,
@@ -22,9 +23,10 @@ from wss.model.results import (
     paced_by,
     pass_pacing,
 )
+from wss.model.scenario import HardwareConfig
 from wss.model.workload import StreamedKernel, WaferOp
 
-__all__ = ["measure"]
+__all__ = ["measure", "energy_summary"]
 
 
 def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
@@ -50,6 +52,8 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     tail = [(a, b, c) for a, b, c, p in timeline if p == -1]
     records, pass_paces = _records(cluster, shift, tail)
     pacing = _pacing(records, pass_paces, n_steps, tail)
+    utilisation = _utilisation(cluster, windows.total_s)
+    facts = _cluster_facts(cluster)
     return Result(
         wss_version=version,
         scenario=s,
@@ -62,15 +66,16 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         breakdown_s={c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES},
         pacing_s=pacing,
         bound_by=bound_category(pacing),
-        utilisation=_utilisation(cluster, windows.total_s),
+        utilisation=utilisation,
         link_bytes=_link_bytes(cluster),
         weight_crossings_per_micro_batch=_crossings(cluster),
         phase_s=_phase_seconds(records, n_steps),
         memory=_memory(plan),
-        cluster=_cluster_facts(cluster),
+        cluster=facts,
         numerics=numerics,
         sim_events=cluster.events,
         records=records,
+        energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
     )
 
 
@@ -177,6 +182,51 @@ def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
     return utilisation
+
+
+def energy_summary(hw: HardwareConfig, utilisation: dict[str, float], nodes_per_level: Any, step_time: float,
+                   samples: float, tokens: float) -> EnergySummary | None:
+    """Energy from the parts' power figures and busy fractions; None if a part has no ``power_busy_W``.
+
+    A part draws ``busy x power_busy_W + (1 - busy) x power_idle_W`` (idle unset: the busy figure).  Busy is
+    ``wafer.compute`` for a wafer's system; for a MemoryX node the largest of its streaming, optimizer, flash
+    and network-in fractions (they overlap, so the largest is the time the node does anything, at least);
+    for the SwarmX nodes of a level the larger of that level's down and up link fractions.
+    """
+    parts = (hw.wafer, hw.memoryx, hw.swarmx)
+    if any(p.power_busy_W is None for p in parts):
+        return None
+
+    def draw(part: Any, busy: float) -> float:
+        idle = part.power_busy_W if part.power_idle_W is None else part.power_idle_W
+        busy = min(max(busy, 0.0), 1.0)
+        return float(busy * part.power_busy_W + (1.0 - busy) * idle)
+
+    u = utilisation
+    wafer_busy = u.get("wafer.compute", 0.0)
+    mx_busy = max(u.get(k, 0.0) for k in ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in"))
+    levels = [max(u.get(f"swarmx.down.l{i}", 0.0), u.get(f"swarmx.up.l{i}", 0.0))
+              for i in range(1, len(nodes_per_level) + 1)]
+    sx_nodes = sum(nodes_per_level)
+    power = {
+        "wafer": hw.wafers * draw(hw.wafer, wafer_busy),
+        "memoryx": hw.memoryx.shards * draw(hw.memoryx, mx_busy),
+        "swarmx": sum(n * draw(hw.swarmx, b) for n, b in zip(nodes_per_level, levels)),
+    }
+    total_W = sum(power.values())
+    per_step = total_W * step_time
+    return EnergySummary(
+        per_step_J=per_step,
+        per_sample_J=per_step / samples,
+        per_token_J=per_step / tokens,
+        average_power_W=total_W,
+        by_part_J={k: v * step_time for k, v in power.items()},
+        busy_fraction={
+            "wafer": wafer_busy,
+            "memoryx": mx_busy,
+            "swarmx": sum(n * b for n, b in zip(nodes_per_level, levels)) / sx_nodes if sx_nodes else 0.0,
+        },
+    )
 
 
 def _cluster_facts(cluster: Cluster) -> dict[str, Any]:

@@ -36,6 +36,7 @@ __all__ = [
     "MemoryFootprint",
     "FlopsSummary",
     "NumericsSummary",
+    "EnergySummary",
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
     "RATE_CAUSES",
@@ -239,6 +240,23 @@ class NumericsSummary(_Data):
         return values
 
 
+class EnergySummary(_Data):
+    """Electrical energy of the run from the parts' power figures and busy fractions (docs/model.md, "Energy").
+
+    Each part draws ``busy x power_busy_W + (1 - busy) x power_idle_W`` (idle defaults to busy); the parts are
+    the wafers' systems, the MemoryX nodes and the SwarmX nodes.  Input workers are not counted.
+    """
+
+    per_step_J: float = Field(description="Joules per training step (average power x step time).")
+    per_sample_J: float = Field(description="Joules per training sample.")
+    per_token_J: float = Field(description="Joules per token (per sample for models without tokens).")
+    average_power_W: float = Field(description="Mean electrical power of the counted parts over the run.")
+    by_part_J: dict[str, float] = Field(description="Joules per step of each kind of part: wafer, memoryx, swarmx.")
+    busy_fraction: dict[str, float] = Field(
+        description="The busy fraction used for each kind of part (SwarmX: node-weighted over the levels)."
+    )
+
+
 class Result(_Data):
     """Everything one simulation measured."""
 
@@ -279,6 +297,11 @@ class Result(_Data):
         None,
         description="The activation checkpointing and micro-batches the plan chose, the best alternatives it "
         "weighed with their analytic step times, and why (None in results written before the planner searched).",
+    )
+    energy: EnergySummary | None = Field(
+        None,
+        description="Energy per step, sample and token and the average power, from the power figures of the "
+        "hardware configs (None when a part has no power_busy_W, and in results written before wss had it).",
     )
 
     def to_records(self) -> list[dict]:

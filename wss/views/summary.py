@@ -122,6 +122,13 @@ def format_result(r: Result) -> str:
             f"  per wafer    {fmt_bytes(wafer_in.per_link_bytes)} weights in per step "
             f"({r.weight_crossings_per_micro_batch:.3g} crossings per micro-batch)"
         )
+    if r.energy is not None:
+        e = r.energy
+        per, joules = ("token", e.per_token_J) if s.workload.model.input == "tokens" else ("sample", e.per_sample_J)
+        lines.append(
+            f"  energy       {si(e.per_step_J, 'J')} per step, {si(joules, 'J')} per {per}; "
+            f"average power {si(e.average_power_W, 'W')} (docs/model.md, \"Energy\")"
+        )
     if r.numerics is not None and r.numerics.losses:
         ls, acc = r.numerics.losses, r.numerics.accuracies
         line = f"  loss         {_num(ls[0], '.4g')} -> {_num(ls[-1], '.4g')} over {len(ls)} steps"

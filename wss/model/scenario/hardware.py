@@ -43,6 +43,16 @@ class WaferConfig(Frozen):
     nonweight_efficiency: UnitFraction = Field(
         0.5, description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...)."
     )
+    power_busy_W: PosFloat | None = Field(
+        None,
+        description="Electrical power of one CS-X system while it is busy, in watts (the whole "
+        "system: wafer, power supplies, cooling, I/O). None: not given, and the Result carries no energy.",
+    )
+    power_idle_W: NonNegFloat | None = Field(
+        None,
+        description="Electrical power of one CS-X system while it is idle or waiting, in watts. "
+        "None: the same as power_busy_W (no source gives an idle figure).",
+    )
 
     @property
     def cores(self) -> int:
@@ -81,6 +91,16 @@ class MemoryXConfig(Frozen):
         0.25,
         description="Fraction of DRAM kept as the staging buffer for flash prefetch when the model spills to flash.",
     )
+    power_busy_W: PosFloat | None = Field(
+        None,
+        description="Electrical power of one MemoryX node (shard) while it is busy, in watts "
+        "(per node, never the total). None: not given, and the Result carries no energy.",
+    )
+    power_idle_W: NonNegFloat | None = Field(
+        None,
+        description="Electrical power of one MemoryX node (shard) while it is idle or waiting, in watts. "
+        "None: the same as power_busy_W (no source gives an idle figure).",
+    )
 
     @property
     def dram_total_bytes(self) -> float:
@@ -102,6 +122,16 @@ class SwarmXConfig(Frozen):
     fan_out: int = Field(ge=2, description="Children per SwarmX node.")
     link_bandwidth_Bps: PosFloat = Field(description="Bandwidth of one tree edge, bytes/s each direction.")
     hop_latency_s: NonNegFloat = Field(description="Latency added by one SwarmX hop, in seconds.")
+    power_busy_W: PosFloat | None = Field(
+        None,
+        description="Electrical power of one SwarmX node while it is busy, in watts "
+        "(per node, never the total). None: not given, and the Result carries no energy.",
+    )
+    power_idle_W: NonNegFloat | None = Field(
+        None,
+        description="Electrical power of one SwarmX node while it is idle or waiting, in watts. "
+        "None: the same as power_busy_W (no source gives an idle figure).",
+    )
 
     def levels(self, wafers: int) -> int:
         """Depth of a balanced tree of this fan-out over ``wafers`` leaves (at least one node)."""
