@@ -12,8 +12,12 @@ import importlib.metadata
 import json
 from pathlib import Path
 
+import numpy  # noqa: F401  (see below)
 import pytest
 from check_helpers import FC_MNIST, edit_metrics
+
+# numpy is imported here, before any inner session: `import wss` no longer loads it, and pytester drops
+# the modules an in-process session imported, while numpy's C core cannot be loaded twice in one process.
 
 # Here, not in tests/check/conftest.py: pytest refuses pytest_plugins in a conftest below the top level.
 pytest_plugins = ["pytester"]

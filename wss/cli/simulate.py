@@ -14,9 +14,6 @@ from pathlib import Path
 from wss.cli import see
 from wss.cli.common import EXIT_OK, add_quiet_argument, add_scenario_argument, add_set_argument
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
-from wss.model.scenario import load_scenario
-from wss.model.scenario.presets import list_presets, load_model_preset
-from wss.views.summary import format_plan, format_result
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -49,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from wss.model.scenario import load_scenario
+    from wss.views.summary import format_result
+
     scenario = load_scenario(args.scenario, args.overrides)
     out = args.out if args.out is not None else Path("out") / _safe_name(scenario.name)
     written = io.StringIO()
@@ -70,6 +70,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from wss.model.plan import make_plan
+    from wss.model.scenario import load_scenario
+    from wss.views.summary import format_plan
 
     scenario = load_scenario(args.scenario, args.overrides)
     plan = make_plan(scenario)
@@ -79,6 +81,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _presets() -> int:
+    from wss.model.scenario.presets import list_presets, load_model_preset
+
     presets = list_presets()
     for kind in ("hardware", "wafer", "memoryx", "swarmx"):
         print(f"{kind}: {', '.join(presets[kind])}")
