@@ -43,7 +43,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     p.add_argument("scenario", type=Path, help="base scenario YAML file")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a dotted key and its values, e.g. --vary hardware.wafers=1,2,4,8 (repeatable)")
+                   help="a dotted key and its values, e.g. --vary hardware.wafers=1,2,4,8 (repeatable); a key that "
+                        "names no field is refused, with the closest one, before any point runs")
     p.add_argument("--zip", action="store_true", help="vary the lists together element by element (equal lengths)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of every point, e.g. --set training.steps=2 (repeatable)")
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 raise SweepError("--address needs --executor dask")
             vary = parse_vary(args.vary)
             overrides = dict(_parse_set(s) for s in args.overrides)
+            _check_keys(vary, overrides)
             _check_outputs(args.out, cache)
             df = sweep(
                 args.scenario,
@@ -173,6 +175,18 @@ def run(args: argparse.Namespace) -> int:
         print_error("some points failed unexpectedly (see the error column); re-run to retry them")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _check_keys(vary: dict[str, list[Any]], overrides: dict[str, Any]) -> None:
+    """Before any point runs: every --vary and --set key names a field (a typo would make every point an error)."""
+    from wss.model.scenario.loader import key_problem
+    from wss.studies.sweep import SweepError
+
+    for option, key, values in [*(("--vary", k, v) for k, v in vary.items()),
+                                *(("--set", k, [v]) for k, v in overrides.items())]:
+        problem = key_problem(key, values)
+        if problem is not None:
+            raise SweepError(f"{option} {problem}")
 
 
 def _parse_set(text: str) -> tuple[str, Any]:
