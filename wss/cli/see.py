@@ -28,7 +28,8 @@ from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 if TYPE_CHECKING:  # the model (pydantic, numpy) is imported when a command runs, so `wss --help` stays fast
     from wss.model.results import Result
 
-__all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "run", "simulate",
+__all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "take_scenario_back", "run",
+           "simulate",
            "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result"]
 
 COMMANDS = ("plot", "report")
@@ -68,14 +69,40 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
+#: Suffixes of scenario files: a ``--trace`` or ``--plots`` value with one is the scenario, not an output.
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+
+
 def extend_simulate(parser: argparse.ArgumentParser) -> None:
     """Add ``--trace [FILE]``, ``--plots [DIR]`` and ``--verdict`` to ``wss simulate``."""
     parser.add_argument("--trace", nargs="?", const="", default=None, metavar="FILE",
-                        help="write a Chrome/Perfetto trace (default OUTDIR/trace.json; a .gz name is compressed)")
+                        help="write a Chrome/Perfetto trace (default OUTDIR/trace.json; a .gz name is compressed). "
+                             "A bare --trace just before the scenario (`--trace s.yaml`) takes the default: a "
+                             ".yaml/.yml value is the scenario when no other is given")
     parser.add_argument("--plots", nargs="?", const="", default=None, metavar="DIR",
-                        help="write timeline, kernel, utilisation and memory figures (default OUTDIR/plots)")
+                        help="write timeline, kernel, utilisation and memory figures (default OUTDIR/plots; "
+                             "a .yaml/.yml value is the scenario when no other is given, as for --trace)")
     parser.add_argument("--verdict", action="store_true",
                         help="name the bottleneck and re-simulate with each candidate part doubled")
+
+
+def take_scenario_back(args: argparse.Namespace) -> None:
+    """Give ``wss simulate`` its scenario back from a bare ``--trace`` or ``--plots`` that swallowed it.
+
+    ``--trace`` takes an optional value, so ``wss simulate --trace s.yaml`` reads ``s.yaml`` as the trace
+    file and leaves no scenario.  When no scenario was given and the ``--trace`` (or else ``--plots``)
+    value ends in .yaml or .yml, it is the scenario and the option takes its default output.  No
+    scenario at all is bad input (:class:`SeeInputError`).
+    """
+    if getattr(args, "scenario", None) is not None:
+        return
+    for option in ("trace", "plots"):
+        value = getattr(args, option, None)
+        if value and Path(value).suffix.lower() in SCENARIO_SUFFIXES:
+            args.scenario = Path(value)
+            setattr(args, option, "")
+            return
+    raise SeeInputError("wss simulate: no scenario given (usage: wss simulate [options] SCENARIO.yaml)")
 
 
 def load_result(path: Path) -> Result:
