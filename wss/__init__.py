@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from wss._version import __version__
 from wss.errors import InfeasibleError, ScenarioError, WssError
-from wss.model.plan import Plan
-from wss.model.results import Result
-from wss.model.scenario import Scenario, load_scenario
-from wss.model.scenario.presets import list_presets
-from wss.model.simulate import plan, simulate
 
 if TYPE_CHECKING:
+    from wss.model.plan import Plan
+    from wss.model.results import Result
+    from wss.model.scenario import Scenario, load_scenario
+    from wss.model.scenario.presets import list_presets
+    from wss.model.simulate import plan, simulate
     from wss.studies.estimate import Estimate, estimate
     from wss.studies.size import size
     from wss.studies.sweep import sweep
@@ -48,8 +48,17 @@ __all__ = [
     "InfeasibleError",
 ]
 
-# The studies pull in pandas and friends: import them on first use, so `import wss` stays light.
+# Everything but the version and the errors is imported on first use: the model pulls in pydantic, numpy
+# and SimPy, the studies pandas, so `import wss` (and with it `wss --help`, since `wss.cli` lives in this
+# package) stays light.
 _LAZY = {
+    "simulate": "wss.model.simulate",
+    "plan": "wss.model.simulate",
+    "load_scenario": "wss.model.scenario",
+    "Scenario": "wss.model.scenario",
+    "list_presets": "wss.model.scenario.presets",
+    "Plan": "wss.model.plan",
+    "Result": "wss.model.results",
     "estimate": "wss.studies.estimate",
     "Estimate": "wss.studies.estimate",
     "sweep": "wss.studies.sweep",
@@ -63,5 +72,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later look-ups find it directly
+        return value
     raise AttributeError(f"module 'wss' has no attribute {name!r}")

@@ -11,7 +11,8 @@ else the ``wss_baselines`` ini option, else ``baselines/``.  A regression fails
 the test with the same table as ``wss check``; a missing or stale baseline
 fails it with the message of ``wss check``.  Improvements pass and are listed
 in the terminal summary.  ``pytest --wss-update-baselines`` re-records the
-baselines instead of comparing.
+baselines instead of comparing; ``check`` then returns the run compared with its
+new baseline (every metric ok), and the summary says what moved from the old one.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ import pytest
 
 from wss.errors import WssError
 from wss.studies.check import (
+    CheckError,
     Comparison,
     MissingBaseline,
     StaleBaseline,
+    baseline_from_result,
     baseline_path,
     check_scenario,
+    compare,
     format_table,
-    record_baseline,
+    load_baseline,
     save_baseline,
 )
 
@@ -70,11 +74,13 @@ class WssTiming:
         scenario: str | Path,
         rtol: float = 0.01,
         metric_tolerances: Mapping[str, float] | None = None,
-    ) -> Comparison | None:
+    ) -> Comparison:
         """Simulate ``scenario`` and fail the test if a metric regressed beyond tolerance.
 
-        Returns the :class:`~wss.studies.check.Comparison`, or None when re-recording
-        with ``--wss-update-baselines``.
+        Returns the :class:`~wss.studies.check.Comparison` with the baseline.  With
+        ``--wss-update-baselines`` the baseline is re-recorded first, so the comparison is
+        with the new baseline (every metric ok) and never fails the test; what moved from
+        the old baseline is listed in the terminal summary.
         """
         path = Path(scenario)
         if not path.is_absolute():
@@ -88,9 +94,7 @@ class WssTiming:
         failure = None
         try:
             if self.update:
-                dest = save_baseline(record_baseline(path), dest)
-                self._notes.append(f"updated {dest}")
-                return None
+                return self._update(path, dest, rtol, metric_tolerances)
             comparison = check_scenario(path, self.baselines_dir, rtol, metric_tolerances)
         except (MissingBaseline, StaleBaseline) as exc:
             failure = f"wss timing: {exc}; from pytest: --wss-update-baselines"
@@ -113,6 +117,27 @@ class WssTiming:
                 f"refresh with --wss-update-baselines\n{format_table(comparison)}"
             )
         return comparison
+
+    def _update(self, path: Path, dest: Path, rtol: float, tolerances: Mapping[str, float] | None) -> Comparison:
+        """Re-record ``path``'s baseline; return the run compared with it, and note what moved from the old one."""
+        from wss.model.scenario import load_scenario
+        from wss.model.simulate import simulate
+
+        result = simulate(load_scenario(path))
+        new = baseline_from_result(result, path)
+        try:
+            old = load_baseline(dest, path)
+        except CheckError:  # missing or unreadable: nothing to compare with
+            old = None
+        dest = save_baseline(new, dest)
+        note = f"updated {dest}"
+        if old is not None and old.scenario_sha256 == new.scenario_sha256:
+            moved = compare(old, result, rtol, tolerances)
+            if moved.notable:
+                note += f" ({len(moved.notable)} of {len(moved.rows)} metrics moved beyond tolerance)\n"
+                note += format_table(moved)
+        self._notes.append(note)
+        return compare(new, result, rtol, tolerances)
 
 
 def _baselines_dir(config: pytest.Config) -> Path:

@@ -12,8 +12,12 @@ import importlib.metadata
 import json
 from pathlib import Path
 
+import numpy  # noqa: F401  (see below)
 import pytest
 from check_helpers import FC_MNIST, edit_metrics
+
+# numpy is imported here, before any inner session: `import wss` no longer loads it, and pytester drops
+# the modules an in-process session imported, while numpy's C core cannot be loaded twice in one process.
 
 # Here, not in tests/check/conftest.py: pytest refuses pytest_plugins in a conftest below the top level.
 pytest_plugins = ["pytester"]
@@ -24,7 +28,7 @@ PLUGIN = (*NO_HYPOTHESIS, "-p", "no:wss", "-p", "wss.pytest_plugin")
 INNER = """
 def test_fc_mnist(wss_timing):
     comparison = wss_timing.check("scenarios/fc_mnist.yaml", rtol=0.01)
-    assert comparison is None or comparison.ok
+    assert comparison.ok and comparison.rows  # a Comparison in both modes (docs/ci.md)
 """
 
 
@@ -72,6 +76,25 @@ def test_regression_fails_with_the_table(project: pytest.Pytester):
 
     # Re-recording on purpose brings it back.
     project.runpytest(*PLUGIN, "--wss-update-baselines").assert_outcomes(passed=1)
+    project.runpytest(*PLUGIN).assert_outcomes(passed=1)
+
+
+def test_update_returns_the_comparison_with_the_new_baseline_and_lists_what_moved(project: pytest.Pytester):
+    project.runpytest(*PLUGIN, "--wss-update-baselines").assert_outcomes(passed=1)
+    edit_metrics(_baseline(project), step_time_s=0.5)
+    project.makepyfile(test_inner_timing="""
+def test_fc_mnist(wss_timing):
+    comparison = wss_timing.check("scenarios/fc_mnist.yaml", rtol=0.01)
+    assert comparison.ok and not comparison.notable and len(comparison.rows) == 34
+    assert comparison.scenario.endswith("fc_mnist.yaml")
+""")
+    result = project.runpytest(*PLUGIN, "--wss-update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*wss timing*",
+        f"updated {_baseline(project)} (1 of 34 metrics moved beyond tolerance)",
+        "*step_time_s *+100.00%*",
+    ])
     project.runpytest(*PLUGIN).assert_outcomes(passed=1)
 
 

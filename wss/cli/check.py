@@ -13,23 +13,14 @@ import argparse
 import math
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_error, relabel
 from wss.errors import WssError
 from wss.files import all_or_nothing, ensure_dir
-from wss.model.scenario import load_scenario
-from wss.studies.check import (
-    CheckError,
-    Comparison,
-    MissingBaseline,
-    baseline_from_result,
-    baseline_path,
-    check_scenario,
-    compare,
-    format_table,
-    load_baseline,
-    save_baseline,
-)
+
+if TYPE_CHECKING:  # the studies and the model are imported when a command runs, so `wss --help` stays fast
+    from wss.studies.check import Comparison
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -81,6 +72,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``wss baseline`` or ``wss check`` from parsed arguments; return the exit code."""
+    from wss.studies.check import CheckError
+
     clash = _stem_clash(args.scenarios)
     if clash:
         raise CheckError(clash)
@@ -105,7 +98,9 @@ def _stem_clash(paths: list[Path]) -> str | None:
 
 
 def _record(scenarios: list[Path], out: Path) -> int:
+    from wss.model.scenario import load_scenario
     from wss.model.simulate import simulate
+    from wss.studies.check import baseline_from_result, baseline_path, save_baseline
 
     code = EXIT_OK
     for path in scenarios:
@@ -121,6 +116,8 @@ def _record(scenarios: list[Path], out: Path) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from wss.studies.check import check_scenario
+
     tolerances = dict(args.metric_tolerances)
     code = EXIT_OK
     counts: Counter[str] = Counter()
@@ -152,6 +149,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _report(path: Path, comparison: Comparison, baselines: Path, all_rows: bool) -> None:
+    from wss.studies.check import format_table
+
     n = len(comparison.rows)
     if comparison.regressed:
         print(f"REGRESSED {path}: {len(comparison.regressed)} of {n} metrics beyond tolerance")
@@ -172,7 +171,18 @@ def _update(
     path: Path, baselines: Path, rtol: float, tolerances: dict[str, float], all_rows: bool
 ) -> tuple[str, Comparison | None]:
     """Re-record one baseline; show what moved when the old one was comparable."""
+    from wss.model.scenario import load_scenario
     from wss.model.simulate import simulate
+    from wss.studies.check import (
+        CheckError,
+        MissingBaseline,
+        baseline_from_result,
+        baseline_path,
+        compare,
+        format_table,
+        load_baseline,
+        save_baseline,
+    )
 
     result = simulate(load_scenario(path))
     new = baseline_from_result(result, path)

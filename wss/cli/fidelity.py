@@ -14,7 +14,6 @@ import argparse
 from pathlib import Path
 
 from wss.cli.common import EXIT_FAILED, add_scenario_argument, add_set_argument
-from wss.views.summary import fmt_time
 
 __all__ = ["add_commands", "run", "COMMANDS"]
 
@@ -50,6 +49,7 @@ def _estimate(args: argparse.Namespace) -> int:
     from wss.model.plan import make_plan
     from wss.model.scenario import load_scenario
     from wss.studies.estimate import estimate_plan
+    from wss.views.summary import fmt_time
 
     scenario = load_scenario(args.scenario, args.overrides)
     est = estimate_plan(make_plan(scenario))
@@ -72,6 +72,8 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def format_estimate(est) -> str:
     """Human-readable text of an :class:`~wss.studies.estimate.Estimate`."""
+    from wss.views.summary import fmt_time
+
     lines = [f"{est.scenario_name}: closed-form estimate ({est.micro_batches} micro-batch"
              f"{'es' if est.micro_batches > 1 else ''} per step)"]
     lines.append(f"  step time    {fmt_time(est.step_time_s)}")

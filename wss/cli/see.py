@@ -20,18 +20,24 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, TextIO
 
 from wss.errors import WssError
 from wss.files import all_or_nothing, ensure_dir, ensure_file_target
-from wss.model.results import Result
 
-__all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "run", "simulate",
+if TYPE_CHECKING:  # the model (pydantic, numpy) is imported when a command runs, so `wss --help` stays fast
+    from wss.model.results import Result
+
+__all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "take_scenario_back", "run",
+           "simulate",
            "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result"]
 
 COMMANDS = ("plot", "report")
+
+#: ``wss report --group`` and ``--sort`` choices: :data:`wss.views.report.GROUPS` and ``SORT_KEYS``, repeated here
+#: so that building the parser does not import the views (a test checks that the two agree).
+REPORT_GROUPS = ("pass", "kernel", "phase")
+REPORT_SORT_KEYS = ("time", "duration", "stall")
 
 
 class SeeInputError(WssError):
@@ -40,8 +46,6 @@ class SeeInputError(WssError):
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``plot`` and ``report`` to the ``wss`` sub-command parsers."""
-    from wss.views.report import GROUPS, SORT_KEYS
-
     plot = subparsers.add_parser("plot", help="draw a result's timeline, per-kernel time, utilisation and memory")
     plot.add_argument("result", type=Path, help="result.json written by wss simulate")
     plot.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
@@ -55,9 +59,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("result", type=Path, help="result.json written by wss simulate")
     rep.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every row as CSV")
     rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
-    rep.add_argument("--sort", choices=SORT_KEYS, default="time",
+    rep.add_argument("--sort", choices=REPORT_SORT_KEYS, default="time",
                      help="row order: time (default), duration (longest first), stall (most exposed stall first)")
-    rep.add_argument("--group", choices=GROUPS, default="pass",
+    rep.add_argument("--group", choices=REPORT_GROUPS, default="pass",
                      help="one row per pass (default), or per kernel or phase summed per step, folded micro-batches "
                           "included (also for --csv)")
     rep.add_argument("--verdict", action="store_true",
@@ -65,18 +69,48 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
+#: Suffixes of scenario files: a ``--trace`` or ``--plots`` value with one is the scenario, not an output.
+SCENARIO_SUFFIXES = (".yaml", ".yml")
+
+
 def extend_simulate(parser: argparse.ArgumentParser) -> None:
     """Add ``--trace [FILE]``, ``--plots [DIR]`` and ``--verdict`` to ``wss simulate``."""
     parser.add_argument("--trace", nargs="?", const="", default=None, metavar="FILE",
-                        help="write a Chrome/Perfetto trace (default OUTDIR/trace.json; a .gz name is compressed)")
+                        help="write a Chrome/Perfetto trace (default OUTDIR/trace.json; a .gz name is compressed). "
+                             "A bare --trace just before the scenario (`--trace s.yaml`) takes the default: a "
+                             ".yaml/.yml value is the scenario when no other is given")
     parser.add_argument("--plots", nargs="?", const="", default=None, metavar="DIR",
-                        help="write timeline, kernel, utilisation and memory figures (default OUTDIR/plots)")
+                        help="write timeline, kernel, utilisation and memory figures (default OUTDIR/plots; "
+                             "a .yaml/.yml value is the scenario when no other is given, as for --trace)")
     parser.add_argument("--verdict", action="store_true",
                         help="name the bottleneck and re-simulate with each candidate part doubled")
 
 
+def take_scenario_back(args: argparse.Namespace) -> None:
+    """Give ``wss simulate`` its scenario back from a bare ``--trace`` or ``--plots`` that swallowed it.
+
+    ``--trace`` takes an optional value, so ``wss simulate --trace s.yaml`` reads ``s.yaml`` as the trace
+    file and leaves no scenario.  When no scenario was given and the ``--trace`` (or else ``--plots``)
+    value ends in .yaml or .yml, it is the scenario and the option takes its default output.  No
+    scenario at all is bad input (:class:`SeeInputError`).
+    """
+    if getattr(args, "scenario", None) is not None:
+        return
+    for option in ("trace", "plots"):
+        value = getattr(args, option, None)
+        if value and Path(value).suffix.lower() in SCENARIO_SUFFIXES:
+            args.scenario = Path(value)
+            setattr(args, option, "")
+            return
+    raise SeeInputError("wss simulate: no scenario given (usage: wss simulate [options] SCENARIO.yaml)")
+
+
 def load_result(path: Path) -> Result:
     """Read a result.json, turning every way it can fail into :class:`SeeInputError`."""
+    from pydantic import ValidationError
+
+    from wss.model.results import Result
+
     try:
         return Result.load(path)
     except FileNotFoundError:

@@ -2,34 +2,37 @@
 
 ``simulate`` writes ``OUTDIR/result.json`` (and, through :mod:`wss.cli.see`,
 a trace, plots and a verdict when asked for); every output is checked before
-the run and all of them appear together at the end or not at all.
+the run and all of them appear together at the end or not at all.  The default
+OUTDIR is ``out/<scenario name>``, with ``+KEY=VALUE`` appended for each ``--set``
+(:func:`default_outdir`), so a run with overrides does not write over the plain one.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 from pathlib import Path
 
 from wss.cli import see
 from wss.cli.common import EXIT_OK, add_quiet_argument, add_scenario_argument, add_set_argument
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
-from wss.model.scenario import load_scenario
-from wss.model.scenario.presets import list_presets, load_model_preset
-from wss.views.summary import format_plan, format_result
 
-__all__ = ["COMMANDS", "add_commands", "run"]
+__all__ = ["COMMANDS", "add_commands", "run", "default_outdir"]
 
 COMMANDS = ("simulate", "validate", "presets")
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``simulate``, ``validate`` and ``presets``."""
-    sim = subparsers.add_parser("simulate", help="run a scenario and print a summary; writes result.json")
-    add_scenario_argument(sim)
+    sim = subparsers.add_parser("simulate", help="run a scenario and print a summary; writes result.json",
+                                usage="%(prog)s [options] scenario")
+    # Optional to argparse only so that `--trace SCENARIO.yaml` can give it back (see.take_scenario_back).
+    sim.add_argument("scenario", type=Path, nargs="?", default=None, help="scenario YAML file (required)")
     add_set_argument(sim)
     sim.add_argument("-o", "--out", type=Path, default=None, metavar="OUTDIR",
-                     help="folder for result.json (default: out/<scenario name>)")
+                     help="folder for result.json (default: out/<scenario name>, plus +KEY=VALUE for each --set, "
+                          "e.g. out/gpt3-175b-192+hardware.wafers=16; a short hash instead when that is long)")
     add_quiet_argument(sim)
     see.extend_simulate(sim)
 
@@ -49,8 +52,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from wss.model.scenario import load_scenario
+    from wss.views.summary import format_result
+
+    see.take_scenario_back(args)
     scenario = load_scenario(args.scenario, args.overrides)
-    out = args.out if args.out is not None else Path("out") / _safe_name(scenario.name)
+    out = args.out if args.out is not None else default_outdir(scenario.name, args.overrides)
     written = io.StringIO()
     # Every output is checked before the run, and result.json, the trace and the plots appear together
     # at the end or not at all (a failure also removes the folders made for them).
@@ -61,7 +68,7 @@ def _simulate(args: argparse.Namespace) -> int:
         path = atomic_write_text(out / "result.json", result.to_json())
         see.write_outputs(args, result, recorded, outdir=out, out=written)
     if not args.quiet:
-        print(format_result(result))
+        print(format_result(result, overrides=args.overrides))
         print(f"  wrote        {path}")
         print(written.getvalue(), end="")
     see.print_verdict(args, result)
@@ -70,6 +77,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from wss.model.plan import make_plan
+    from wss.model.scenario import load_scenario
+    from wss.views.summary import format_plan
 
     scenario = load_scenario(args.scenario, args.overrides)
     plan = make_plan(scenario)
@@ -79,6 +88,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _presets() -> int:
+    from wss.model.scenario.presets import list_presets, load_model_preset
+
     presets = list_presets()
     for kind in ("hardware", "wafer", "memoryx", "swarmx"):
         print(f"{kind}: {', '.join(presets[kind])}")
@@ -89,5 +100,25 @@ def _presets() -> int:
     return EXIT_OK
 
 
-def _safe_name(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "scenario"
+def _safe_name(name: str, keep: str = "-_.") -> str:
+    return "".join(ch if ch.isalnum() or ch in keep else "_" for ch in name) or "scenario"
+
+
+#: Longest folder name made from the overrides before a hash stands in for them.
+_MAX_SUFFIX = 60
+
+
+def default_outdir(name: str, overrides: list[str]) -> Path:
+    """``out/<name>``, plus ``+KEY=VALUE`` for each ``--set`` in order (other characters become ``_``).
+
+    When the overrides would make a name longer than 60 characters they become
+    ``+set-<first 8 hex digits of their sha256>``: stable for the same overrides, distinct from the plain run.
+    """
+    base = _safe_name(name)
+    if not overrides:
+        return Path("out") / base
+    texts = ["=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides]
+    suffix = "".join("+" + _safe_name(t, keep="-_.=,") for t in texts)
+    if len(suffix) > _MAX_SUFFIX:
+        suffix = "+set-" + hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:8]
+    return Path("out") / (base + suffix)

@@ -12,16 +12,23 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_error
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_output, ensure_dir, ensure_file_target
-from wss.studies.sweep import EXECUTORS, FIDELITIES, SweepError, SweepProgress
+
+if TYPE_CHECKING:  # the sweep module imports the model; it is imported when the command runs
+    from wss.studies.sweep import SweepProgress
 
 __all__ = ["COMMANDS", "add_commands", "run", "parse_vary", "cache_dir_for"]
 
 COMMANDS = ("sweep",)
+
+#: :data:`wss.studies.sweep.EXECUTORS` and ``FIDELITIES``, repeated so that building the parser does not import
+#: the model (a test checks that they agree).
+EXECUTORS = ("process", "serial", "dask")
+FIDELITIES = ("simulate", "estimate")
 
 _TABLE_METRICS = ("step_time_s", "samples_per_s", "tokens_per_s", "speedup", "efficiency", "bound_by")
 
@@ -36,7 +43,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     p.add_argument("scenario", type=Path, help="base scenario YAML file")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a dotted key and its values, e.g. --vary hardware.wafers=1,2,4,8 (repeatable)")
+                   help="a dotted key and its values, e.g. --vary hardware.wafers=1,2,4,8 (repeatable); a key that "
+                        "names no field is refused, with the closest one, before any point runs")
     p.add_argument("--zip", action="store_true", help="vary the lists together element by element (equal lengths)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a field of every point, e.g. --set training.steps=2 (repeatable)")
@@ -61,6 +69,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
 def parse_vary(items: list[str]) -> dict[str, list[Any]]:
     """``["hardware.wafers=1,2,4", ...]`` -> ``{"hardware.wafers": [1, 2, 4]}``; values are YAML scalars."""
     from wss.model.scenario.yaml_io import safe_load_text
+    from wss.studies.sweep import SweepError
 
     vary: dict[str, list[Any]] = {}
     for item in items:
@@ -76,6 +85,8 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
 
 def _split_values(text: str) -> list[str]:
     """Split on commas outside brackets and quotes, so [1, 2] or "a,b" stay one value."""
+    from wss.studies.sweep import SweepError
+
     out, depth, quote, start = [], 0, None, 0
     for i, ch in enumerate(text):
         if quote:
@@ -104,7 +115,7 @@ def cache_dir_for(out: Path | None, cache: Path | None) -> Path | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``wss sweep`` for parsed arguments; returns the exit code."""
-    from wss.studies.sweep import sweep
+    from wss.studies.sweep import SweepError, sweep
 
     tty = sys.stderr.isatty()
     cache = cache_dir_for(args.out, args.cache)
@@ -119,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 raise SweepError("--address needs --executor dask")
             vary = parse_vary(args.vary)
             overrides = dict(_parse_set(s) for s in args.overrides)
+            _check_keys(vary, overrides)
             _check_outputs(args.out, cache)
             df = sweep(
                 args.scenario,
@@ -165,6 +177,18 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_keys(vary: dict[str, list[Any]], overrides: dict[str, Any]) -> None:
+    """Before any point runs: every --vary and --set key names a field (a typo would make every point an error)."""
+    from wss.model.scenario.loader import key_problem
+    from wss.studies.sweep import SweepError
+
+    for option, key, values in [*(("--vary", k, v) for k, v in vary.items()),
+                                *(("--set", k, [v]) for k, v in overrides.items())]:
+        problem = key_problem(key, values)
+        if problem is not None:
+            raise SweepError(f"{option} {problem}")
+
+
 def _parse_set(text: str) -> tuple[str, Any]:
     from wss.model.scenario import parse_override
 
@@ -190,6 +214,8 @@ def _format(path: Path) -> str | None:
 
 
 def _check_parquet(path: Path) -> None:
+    from wss.studies.sweep import SweepError
+
     if _format(path) == "parquet":
         try:
             import pyarrow  # noqa: F401

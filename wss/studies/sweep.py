@@ -496,6 +496,7 @@ def sweep(
     axes = _axes(vary, zip)
     points = _points(axes)
     _check_baseline(baseline, axes)  # before hours of points, not after
+    _check_keys(axes, overrides)
     run = _SweepRun(base, dict(overrides or {}), fidelity, Path(out) if out is not None else None, points, progress)
     source = str(base) if isinstance(base, (str, Path)) else None
     _run_tasks(run.tasks(), fidelity, executor, workers, address, run.on_done, source)
@@ -526,6 +527,18 @@ def _check_baseline(baseline: str | None, axes: list[_Axis]) -> None:
     varied = _varied(axes)
     if baseline is not None and baseline not in varied:
         raise SweepError(f"baseline {baseline!r} is not a varied key ({', '.join(varied) or 'none'})")
+
+
+def _check_keys(axes: list[_Axis], overrides: Mapping[str, Any] | None) -> None:
+    """Raise SweepError naming the first varied or fixed key that no scenario has (a typo would fail every point)."""
+    from wss.model.scenario.loader import key_problem
+
+    checks = [("vary", key, [row[i] for row in ax.values]) for ax in axes for i, key in enumerate(ax.keys)]
+    checks += [("overrides", key, [value]) for key, value in (overrides or {}).items()]
+    for what, key, values in checks:
+        problem = key_problem(key, values)
+        if problem is not None:
+            raise SweepError(f"{what}: {problem}")
 
 
 def _blank_row(values: dict[str, Any], fidelity: str) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
@@ -81,12 +83,20 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def format_result(r: Result) -> str:
+def _overrides_line(overrides: Sequence[str]) -> list[str]:
+    """One line naming the ``--set`` overrides, when there are any: the name in the headline is the file's."""
+    if not overrides:
+        return []
+    shown = ", ".join("=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides)
+    return [f"  overrides    {shown} (--set on top of the scenario file; the line above includes them)"]
+
+
+def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     s = r.scenario
     params = cluster_int(r, "params")
     nnz = cluster_int(r, "nonzero_params")
     n = len(r.steps)
-    lines = [_headline(s, params, nnz), *_limits_line(s.hardware)]
+    lines = [_headline(s, params, nnz), *_overrides_line(overrides), *_limits_line(s.hardware)]
     lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")
     thr = f"  throughput   {r.samples_per_s:,.4g} samples/s"
     if s.workload.model.input == "tokens":

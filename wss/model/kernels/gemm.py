@@ -47,13 +47,15 @@ dependency.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import scipy.sparse as sps
 
 from wss.model.kernels.mapping import deal_rows
 from wss.model.kernels.sparse_format import SparseWeights
+
+if TYPE_CHECKING:  # scipy is imported where a CSR product is built, so the plan and the CLI do not load it
+    import scipy.sparse as sps
 
 __all__ = [
     "SPARSE_DENSITY_THRESHOLD",
@@ -225,6 +227,8 @@ def _csr(W: SparseWeights, dtype: np.dtype) -> sps.csr_array:
     """``W`` as a scipy CSR array in ``dtype``, sharing the index arrays; cached on ``W``."""
     key = ("csr", dtype)
     if key not in W._cache:
+        import scipy.sparse as sps
+
         W._cache[key] = sps.csr_array((W.values.astype(dtype, copy=False), W.indices, W.indptr), shape=W.shape)
     return W._cache[key]
 

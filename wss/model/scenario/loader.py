@@ -29,10 +29,17 @@ from pydantic import ValidationError
 from wss.errors import FieldProblem, ScenarioError
 from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
-from wss.model.scenario.validation_errors import problems_from_errors
+from wss.model.scenario.validation_errors import closest, field_paths, key_types, problems_from_errors
 from wss.model.scenario.yaml_io import line_map, safe_load_text
 
-__all__ = ["load_scenario", "apply_overrides", "parse_override", "ClusterLimit", "published_cluster_limit"]
+__all__ = [
+    "load_scenario",
+    "apply_overrides",
+    "parse_override",
+    "key_problem",
+    "ClusterLimit",
+    "published_cluster_limit",
+]
 
 _PART_KINDS = ("wafer", "memoryx", "swarmx")
 
@@ -156,6 +163,40 @@ def parse_override(text: str, label: str = "--set") -> tuple[str, Any]:
     if not sep or not key.strip():
         raise ScenarioError(label, [FieldProblem(text, "an override must look like dotted.key=value")])
     return key.strip(), safe_load_text(value, f"{label} (--set {key.strip()})")
+
+
+def key_problem(key: str, values: Sequence[Any] = ()) -> str | None:
+    """Why the dotted ``key`` cannot be set to ``values`` in any scenario, or None if it can.
+
+    For ``--vary`` keys, checked before a sweep runs: ``key`` must name a field (or a list item,
+    mapping entry or preset selector below one), and a key naming a group of fields (``hardware.wafer``)
+    takes mappings or preset names only.  The message suggests the closest valid key.
+    """
+    parts = key.split(".")
+    for n in range(1, len(parts) + 1):
+        if key_types(Scenario, ".".join(parts[:n])) is None and not _preset_key(parts[:n]):
+            parents = (key_types(Scenario, ".".join(parts[: n - 1])) or []) if n > 1 else [Scenario]
+            names = [f for tp in parents if isinstance(tp, type) for f in getattr(tp, "model_fields", {})]
+            close = closest(parts[n - 1], names)
+            hint = f"; did you mean {'.'.join([*parts[: n - 1], close, *parts[n:]])!r}?" if close else ""
+            return f"{key}: no such field{hint}"
+    types = key_types(Scenario, key) or []
+    group = types and all(isinstance(tp, type) and hasattr(tp, "model_fields") for tp in types)
+    if group and any(not isinstance(v, (dict, str)) or (isinstance(v, str) and not _selects_preset(key, v))
+                     for v in values):
+        leaves = [p for p in field_paths(Scenario) if p != key]
+        close = closest(key, leaves)
+        hint = f"; did you mean {close!r}?" if close else ""
+        return f"{key} is a group of fields, not one field{hint}"
+    return None
+
+
+def _preset_key(parts: list[str]) -> bool:
+    """``hardware.preset``, ``hardware.<part>.preset``, ``workload.model.preset``: chosen before validation."""
+    return parts[-1:] == ["preset"] and (
+        parts[:-1] in (["hardware"], ["workload", "model"]) or (len(parts) == 3 and parts[0] == "hardware"
+                                                                and parts[1] in _PART_KINDS)
+    )
 
 
 def apply_overrides(raw: dict[str, Any], pairs: Any, label: str = "<overrides>") -> dict[str, Any]:

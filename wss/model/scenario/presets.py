@@ -15,6 +15,7 @@ installs and are read from the repository's ``configs/`` in a checkout.
 
 from __future__ import annotations
 
+import difflib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ class PresetNotFound(KeyError):
 
     def __init__(self, kind: str, name: str, known: list[str]):
         self.kind, self.name, self.known = kind, name, known
-        super().__init__(f"unknown {kind} preset {name!r}; known: {', '.join(known) or '(none)'}")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(f"unknown {kind} preset {name!r}{hint}; known: {', '.join(known) or '(none)'}")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]

@@ -17,13 +17,18 @@ field names from branch labels and tags, and reports: for a plain union,
 the branch the input went into (a mapping validated against a model
 branch), else one line listing what the field accepts; a bad or missing
 tag at the tag field; nothing for a length error the item errors explain.
+An unknown field gets a "did you mean" with the closest field of its model
+(:func:`did_you_mean`); :func:`field_paths` and :func:`key_types` let the
+loader and the sweep check a dotted key against the same types.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, Union
 
@@ -34,7 +39,7 @@ from pydantic_core import ErrorDetails
 
 from wss.errors import FieldProblem
 
-__all__ = ["problems_from_errors"]
+__all__ = ["problems_from_errors", "closest", "did_you_mean", "field_paths", "key_types"]
 
 _MESSAGES = {"extra_forbidden": "unknown field", "missing": "required field is missing"}
 #: Prefixes pydantic puts before the message of a ValueError / AssertionError raised in a validator.
@@ -65,6 +70,7 @@ class _Located:
     path: tuple[str, ...]  # field path without branch labels and tags
     branches: tuple[_Branch, ...]  # outermost first
     node: Any  # the type at the end of the path (None when unknown)
+    parent: Any = None  # the type holding the last field of the path (None when unknown)
 
 
 def problems_from_errors(errors: list[ErrorDetails], root: type[BaseModel]) -> list[FieldProblem]:
@@ -144,6 +150,7 @@ def _locate(err: ErrorDetails, root: type[BaseModel]) -> _Located:
     path: list[str] = []
     branches: list[_Branch] = []
     tp: Any = root
+    parent: Any = None
     disc: str | None = None
     for i, seg in enumerate(loc):
         if tp is None:
@@ -161,10 +168,11 @@ def _locate(err: ErrorDetails, root: type[BaseModel]) -> _Located:
             disc = None
             continue
         path.append(seg)
+        parent = tp
         tp, disc = _child(tp, seg)
     if tp is not None:
         tp, _ = _unwrap(tp, disc)
-    return _Located(err, tuple(path), tuple(branches), tp)
+    return _Located(err, tuple(path), tuple(branches), tp, parent)
 
 
 def _describe(tp: Any) -> str:
@@ -265,6 +273,8 @@ def _problem(item: _Located) -> FieldProblem:
             message = "required field is missing" + (f"; one of {expected}" if expected else "")
         return FieldProblem(".".join(path), message)
     message = _MESSAGES.get(kind, err["msg"])
+    if kind == "extra_forbidden" and path and _is_model(item.parent):
+        message += did_you_mean(path[-1], item.parent.model_fields)
     if kind.startswith(("value_error", "assertion_error")):
         for prefix in _VALIDATOR_PREFIXES:
             message = message.removeprefix(prefix)
@@ -282,3 +292,64 @@ def _expected_tags(item: _Located, field: str) -> str:
     members = _members(item.node) or ()
     tags = [t for m in members for t in _literal_values(_unwrap(m)[0], field) if _is_model(_unwrap(m)[0])]
     return ", ".join(repr(t) for t in tags)
+
+
+# ---------------------------------------------------------------------------- keys
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``word`` (difflib), or None if none is close."""
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` naming the candidate closest to ``word``, or ``""`` if none is close."""
+    close = closest(word, candidates)
+    return f"; did you mean {close!r}?" if close else ""
+
+
+def _branches(tp: Any) -> list[Any]:
+    """``tp`` unwrapped, or each member of it if it is a union."""
+    tp, _ = _unwrap(tp)
+    members = _members(tp)
+    return [_unwrap(m)[0] for m in members] if members is not None else [tp]
+
+
+def field_paths(root: type[BaseModel]) -> list[str]:
+    """The dotted path of every field of ``root`` and of the models inside it (list items are not entered)."""
+    out: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            out.append(prefix + name)
+            for tp in _branches(info.annotation):
+                if _is_model(tp):
+                    walk(tp, f"{prefix}{name}.")
+
+    walk(root, "")
+    return out
+
+
+def key_types(root: type[BaseModel], key: str) -> list[Any] | None:
+    """The types a dotted ``key`` can reach from ``root``, or None if it names no field.
+
+    The key goes through model fields, list and tuple indices, mapping entries and
+    every member of a union; a segment under a type this cannot see into is accepted.
+    """
+    current: list[Any] = [root]
+    for seg in key.split("."):
+        following: list[Any] = []
+        for tp in (b for t in current for b in _branches(t)):
+            origin = typing.get_origin(tp)
+            if _is_model(tp):
+                if seg in tp.model_fields:
+                    following.append(tp.model_fields[seg].annotation)
+            elif origin is dict or (origin in (list, tuple) and seg.lstrip("-").isdigit()):
+                following.append(_child(tp, seg)[0])
+            elif tp is Any or tp is None:  # a type this cannot see into
+                following.append(Any)
+        if not following:
+            return None
+        current = following
+    return current
