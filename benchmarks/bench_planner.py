@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import simpy
+from simpy_reference import run_simpy_loop
 
 import wss
 from wss.model.plan import make_plan, plan_inputs, rank_candidates
@@ -40,24 +40,8 @@ CASES = {
 
 
 def simpy_loop(n: int = 10_000) -> float:
-    """Seconds of a bare SimPy producer -> store -> consumer-with-timeout loop of ``n`` items."""
-    env = simpy.Environment()
-    store = simpy.Store(env, capacity=2)
-
-    def producer():
-        for i in range(n):
-            yield store.put(i)
-
-    def consumer():
-        for _ in range(n):
-            yield store.get()
-            yield env.timeout(1.0)
-
-    env.process(producer())
-    env.process(consumer())
-    t = time.perf_counter()
-    env.run()
-    return time.perf_counter() - t
+    """Seconds of the bare SimPy loop over ``n`` items (benchmarks/simpy_reference.py)."""
+    return run_simpy_loop(n)[0]
 
 
 def median_s(fn: Callable[[], object], repeats: int) -> float:

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-import simpy
+from simpy_reference import run_simpy_loop
 
 import wss
 
@@ -27,25 +27,9 @@ CASES = {
 
 
 def simpy_baseline(n: int = 100_000) -> float:
-    """Events per second of a bare SimPy producer -> store -> consumer-with-timeout loop."""
-    env = simpy.Environment()
-    store = simpy.Store(env, capacity=2)
-
-    def producer():
-        for i in range(n):
-            yield store.put(i)
-
-    def consumer():
-        for _ in range(n):
-            yield store.get()
-            yield env.timeout(1.0)
-
-    env.process(producer())
-    env.process(consumer())
-    t = time.perf_counter()
-    env.run()
-    dt = time.perf_counter() - t
-    return next(env._eid) / dt
+    """Events per second of the bare SimPy loop (benchmarks/simpy_reference.py)."""
+    seconds, events = run_simpy_loop(n)
+    return events / seconds
 
 
 def main(argv: list[str] | None = None) -> int:
