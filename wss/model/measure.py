@@ -75,6 +75,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         numerics=numerics,
         sim_events=cluster.events,
         records=records,
+        plan_choice=plan.choice,
         energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
     )
 

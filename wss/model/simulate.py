@@ -62,5 +62,4 @@ def simulate_detailed(
         cluster = run_cluster(p, record=record, progress=progress)
     except FoldMismatch:
         cluster = run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)
-    result = measure(cluster, __version__, numerics)
-    return result.model_copy(update={"plan_choice": cluster.plan.choice}), cluster
+    return measure(cluster, __version__, numerics), cluster
