@@ -52,7 +52,9 @@ def scenario_dict(
     """A tiny scenario on the cs2-cluster preset; ``over`` is deep-merged on top (e.g. hardware=...)."""
     base = {
         "name": "tiny",
-        "hardware": {"preset": "cs2-cluster", "wafers": wafers},
+        # No fixed runtime costs: the closed forms here are about streaming and arithmetic (the fixed
+        # costs have their own tests, which set hardware.runtime).
+        "hardware": {"preset": "cs2-cluster", "wafers": wafers, "runtime": {"preset": "ideal"}},
         "workload": {"model": model if model is not None else dense_model(256, 256)},
         "training": {
             "global_batch": global_batch if global_batch is not None else wafers,
@@ -70,6 +72,7 @@ def ideal_hardware(**over: Any) -> dict:
         "memoryx": {"dram_bandwidth_Bps": HUGE, "network_bandwidth_Bps": HUGE, "optimizer_flops": HUGE},
         "swarmx": {"link_bandwidth_Bps": HUGE, "hop_latency_s": 0.0},
         "inputs": {"bandwidth_Bps": HUGE, "latency_s": 0.0},
+        "runtime": {"preset": "ideal"},
     }
     return deep_merge(base, over)
 

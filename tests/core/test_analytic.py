@@ -187,9 +187,10 @@ def test_compute_bound_kernel_matches_the_cycle_model():
     kc = kernel_cycles("matmul", dense_profile(4096, 4096), 8192, w)
     # the closed form, by hand: busiest row x ceil(ceil(T/C)/simd) + M x overhead + (R + C) x hop
     t_c = math.ceil(8192 / w.core_cols)
-    assert kc.forward == math.ceil(4096 / w.core_rows) * 4096 * math.ceil(t_c / w.simd_width) + 4096 * 4 + (
+    # ... over the achieved fraction of that ideal schedule (WaferConfig.kernel_efficiency)
+    assert kc.forward == (math.ceil(4096 / w.core_rows) * 4096 * math.ceil(t_c / w.simd_width) + 4096 * 4 + (
         w.core_rows + w.core_cols
-    ) * w.hop_latency_cycles
+    ) * w.hop_latency_cycles) / w.kernel_efficiency
 
     r = wss.simulate(s)
     for step in range(2):

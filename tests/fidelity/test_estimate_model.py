@@ -57,7 +57,7 @@ def _one_kernel(**training) -> dict:
     """One 8192 x 8192 dense kernel on one wafer: a closed form of the tests/core/test_analytic.py kind."""
     return {
         "name": "one-kernel",
-        "hardware": {"preset": "cs2-cluster", "wafers": 1},
+        "hardware": {"preset": "cs2-cluster", "wafers": 1, "runtime": {"preset": "ideal"}},  # no fixed costs
         "workload": {"model": {"name": "k", "input": "features",
                                "layers": [{"kind": "dense", "in_features": 8192, "out_features": 8192,
                                            "activation": "none"}]}},

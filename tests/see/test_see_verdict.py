@@ -11,7 +11,7 @@ BASE = {
     "name": "dense-4x2048",
     "workload": {"model": {"name": "m", "input": "features", "layers": [
         {"kind": "dense", "in_features": 2048, "out_features": 2048, "repeat": 4, "activation": "relu"}]}},
-    "hardware": {"preset": "cs2-cluster", "wafers": 4},
+    "hardware": {"preset": "cs2-cluster", "wafers": 4, "runtime": {"preset": "ideal"}},  # the parts, no fixed costs
     "training": {"global_batch": 64, "steps": 2, "optimizer": "adamw"},
 }
 

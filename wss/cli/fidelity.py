@@ -4,8 +4,8 @@
 ``--compare`` it also simulates and prints both); ``reproduce`` runs the validation cases of
 :mod:`wss.studies.validation` and prints figure, source, published, simulated, error and pass.
 
-Exit codes (:mod:`wss.cli.common`): 0 success (every validation case passed); 1 a validation case
-failed; 2 bad input.
+Exit codes (:mod:`wss.cli.common`): 0 success (every validation case passed or is a known,
+explained gap: status ``gap``); 1 a validation case failed; 2 bad input.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def format_estimate(est) -> str:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from wss.studies.validation import format_markdown, format_table, reproduce
+    from wss.studies.validation import format_markdown, format_table, reproduce, tally
 
     outcomes = reproduce(args.cases or None)
     if args.markdown:
@@ -98,9 +98,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     elif args.quiet:
         for o in outcomes:
             if not o.passed:
-                print(f"FAIL {o.case.path}: simulated {o.simulated:.6g}, published {o.case.spec.published:.6g}")
-        passed = sum(o.passed for o in outcomes)
-        print(f"{passed} passed, {len(outcomes) - passed} failed")
+                print(f"{o.status} {o.case.path}: simulated {o.simulated:.6g}, published {o.case.spec.published:.6g}")
+        print(tally(outcomes))
     else:
         print(format_table(outcomes))
-    return 0 if all(o.passed for o in outcomes) else EXIT_FAILED
+    return EXIT_FAILED if any(o.failed for o in outcomes) else 0

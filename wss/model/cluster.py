@@ -187,6 +187,7 @@ def input_settings(plan: Plan) -> InputSettings:
         micro_batch_samples=tuple(plan.micro_batches),
         simulated_micro_batches=tuple(plan.simulated_micro_batches),
         steps=s.training.steps,
+        samples_per_s=s.hardware.inputs.samples_per_s,
     )
 
 
@@ -199,6 +200,9 @@ def wafer_settings(plan: Plan) -> WaferSettings:
         op_seconds=plan.wafer_op_seconds,
         loss_op=len(plan.ops) - 1,
         intake_chunks=s.simulation.buffer_chunks,
+        kernel_switch_s=s.hardware.runtime.kernel_switch_s,
+        micro_batch_overhead_s=s.hardware.runtime.micro_batch_overhead_s,
+        step_overhead_s=s.hardware.runtime.step_overhead_s,
     )
 
 

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: How the time of a step is split (see wss.model.components.wafer).
-BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input")
+BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input", "switch", "runtime")
 
 #: A pass whose waits for the weight path stay under this fraction of its time is paced by its
 #: compute: such waits are latency, not a rate limit.  A classification threshold, not a hardware figure.
@@ -148,6 +148,10 @@ class KernelRecord(_Data):
     stall_optimizer_s: float = Field(0.0, description="Seconds the wafer waited on the optimizer's queue.")
     stall_bubble_s: float = Field(0.0, description="Seconds the wafer waited for an update (iteration boundary).")
     stall_input_s: float = Field(0.0, description="Seconds the wafer waited for input data in this pass.")
+    stall_switch_s: float = Field(0.0, description="Seconds the wafer spent switching to this kernel (fixed cost).")
+    stall_runtime_s: float = Field(
+        0.0, description="Seconds of the runtime's fixed costs at the start of this step or micro-batch."
+    )
 
     @model_serializer(mode="wrap")
     def _compact_json(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:

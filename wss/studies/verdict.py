@@ -47,7 +47,15 @@ PARTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "wafer_compute": ("wafer compute", "the wafer clock", ("hardware.wafer.clock_Hz",)),
     "optimizer": ("MemoryX optimizer", "the optimizer FLOP/s", ("hardware.memoryx.optimizer_flops",)),
     "inputs": ("input workers", "input-worker bandwidth", ("hardware.inputs.bandwidth_Bps",)),
+    "runtime": (
+        "runtime fixed costs",
+        "1 / the runtime's fixed costs",
+        ("hardware.runtime.step_overhead_s", "hardware.runtime.micro_batch_overhead_s",
+         "hardware.runtime.kernel_switch_s"),
+    ),
 }
+#: Fields that are costs, not rates: relaxing their part by a factor divides them by it.
+COST_FIELDS = frozenset(PARTS["runtime"][2])
 #: Not a part that can be doubled: the wait at the iteration boundary for the previous step's updates.
 BUBBLE = "bubble"
 BUBBLE_LABEL = "iteration-boundary bubble"
@@ -190,6 +198,12 @@ def _attribute(result: Result, category: str) -> tuple[list[str], str]:
         return ([part] if category == "optimizer" else [BUBBLE]), f"{what}; updates are bound by {PARTS[part][0]}"
     if category == "input":
         return ["inputs"], "the wafer waits for its input data"
+    if category in ("switch", "runtime"):
+        rt = result.scenario.hardware.runtime
+        return ["runtime"], (
+            f"the wafer pays the runtime's fixed costs: {si(rt.step_overhead_s, 's')} per step, "
+            f"{si(rt.micro_batch_overhead_s, 's')} per micro-batch, {si(rt.kernel_switch_s, 's')} per kernel pass"
+        )
     return [], ""
 
 
@@ -295,7 +309,8 @@ def verdict(
     base_overrides, old = _timing_baseline(result, simulate)
     runs = []
     for g in groups:
-        overrides = {f: _get(base, f) * factor for p in g for f in PARTS[p][2]}
+        overrides = {f: _get(base, f) / factor if f in COST_FIELDS else _get(base, f) * factor
+                     for p in g for f in PARTS[p][2]}
         runs.append((g, overrides, load_scenario(base, overrides={**base_overrides, **overrides})))
     times = _step_times([sc for *_, sc in runs], simulate, jobs, progress)
     candidates = _ranked([

@@ -64,6 +64,8 @@ CAUSE_COLOURS = {
     "bubble": "#b279a2",
     "optimizer": "#eeca3b",
     "input": "#79706e",
+    "switch": "#ff9da6",
+    "runtime": "#bab0ac",
     "memoryx_dram": "#54a24b",
     "memoryx_flash": "#9d755d",
     "optimizer_flops": "#eeca3b",

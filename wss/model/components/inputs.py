@@ -3,7 +3,9 @@
 A micro-batch's samples (token ids, or feature vectors in the activation
 precision) travel from the input workers while the wafer works on the
 previous micro-batch (double buffering).  The wafer's first forward pass of a
-micro-batch waits for its data.
+micro-batch waits for its data.  A transfer takes the workers' latency plus the
+longer of moving its bytes and preparing its samples (reading, decoding,
+tokenising: ``samples_per_s``, unlimited when not given), which overlap.
 """
 
 from __future__ import annotations
@@ -34,7 +36,14 @@ class InputSettings:
     micro_batch_samples: tuple[int, ...]
     simulated_micro_batches: tuple[int, ...]
     steps: int
+    samples_per_s: float | None = None
     name: str = "inputs"
+
+    def transfer_s(self, samples: int) -> float:
+        """Seconds to deliver ``samples`` samples, latency excluded."""
+        move = samples * self.bytes_per_sample / self.bandwidth_Bps
+        prepare = samples / self.samples_per_s if self.samples_per_s else 0.0
+        return max(move, prepare)
 
 
 class InputWorkers:
@@ -60,10 +69,12 @@ class InputWorkers:
         for i, key in enumerate(self.keys):
             if i > 0:
                 yield self.mb_started[self.keys[i - 1]]
-            size = cfg.micro_batch_samples[key[1]] * self.bytes_per_sample
-            dt = cfg.latency_s + size / cfg.bandwidth_Bps
+            samples = cfg.micro_batch_samples[key[1]]
+            size = samples * self.bytes_per_sample
+            busy = cfg.transfer_s(samples)
+            dt = cfg.latency_s + busy
             yield env.timeout(dt)
             self.spans.append((env.now - dt, env.now, key[0], key[1]))
-            self.busy_s += size / cfg.bandwidth_Bps
+            self.busy_s += busy
             self.bytes += size
             self.ready[key].succeed()

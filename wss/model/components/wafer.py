@@ -17,7 +17,11 @@ exactly into compute and stalls:
 ``bubble``     the chunk waited for the previous step's update of its kernel
                (the iteration-boundary bubble);
 ``optimizer``  the part of that wait the update spent queued behind others;
-``input``      waiting for the input workers' data.
+``input``      waiting for the input workers' data;
+``switch``     switching the wafer to the next weight kernel (a fixed cost per
+               kernel pass: its program and routes; MemoryX streams meanwhile);
+``runtime``    the runtime's fixed costs at the start of every step and
+               micro-batch (host synchronisation, loss and metric reporting).
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ class WaferSettings:
         Position of the last operation; its forward end is when the loss is known.
     intake_chunks
         Chunks the intake buffer holds (credit flow control).
+    kernel_switch_s, micro_batch_overhead_s, step_overhead_s
+        Fixed costs: per pass of a weight kernel, at the start of every micro-batch, at the
+        start of every step (the runtime's; see ``RuntimeConfig``).
     """
 
     clock_Hz: float
@@ -74,6 +81,9 @@ class WaferSettings:
     op_seconds: Mapping[tuple[int, int], tuple[float, float]]
     loss_op: int
     intake_chunks: int
+    kernel_switch_s: float = 0.0
+    micro_batch_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
     name: str = "wafer"
 
 
@@ -143,6 +153,13 @@ class Wafer:
             timing.compute_s += seconds
             self.compute_s += seconds
 
+    def _overhead(self, seconds: float, cause: str, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
+        """Spend a fixed cost on the wafer, recorded under ``cause``."""
+        if seconds > 0:
+            t0 = self.env.now
+            yield self.env.timeout(seconds)
+            self._span(t0, self.env.now, cause, timing)
+
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: execute the program."""
         env, cfg = self.env, self.settings
@@ -155,8 +172,11 @@ class Wafer:
                 if self.on_micro_batch_start is not None:
                     self.on_micro_batch_start(p.step, p.micro_batch)
                 self.mb_started[(p.step, p.micro_batch)].succeed()
+                runtime = cfg.micro_batch_overhead_s + (cfg.step_overhead_s if p.micro_batch == 0 else 0.0)
+                yield from self._overhead(runtime, "runtime", timing)
+                t0 = env.now
                 yield self.input_ready[(p.step, p.micro_batch)]
-                self._wait(timing.start, "input", timing)
+                self._wait(t0, "input", timing)
             if p.kernel is None:
                 fwd, bwd = cfg.op_seconds[(p.op, p.tokens)]
                 yield from self._compute(bwd if p.phase == "backward" else fwd, timing)
@@ -177,6 +197,7 @@ class Wafer:
         cycles = work.cycles[p.tokens]
         per_chunk_cycles = (cycles.backward if backward else cycles.forward) / n
         grad_c = work.grad_bytes / n
+        yield from self._overhead(self.settings.kernel_switch_s, "switch", timing)
         for c in range(n):
             if p.streamed:
                 t0 = env.now

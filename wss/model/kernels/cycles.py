@@ -20,6 +20,9 @@ plus weight gradients (one length-``t_c`` dot product per non-zero on the row
 of its input feature, reduced across columns): about twice forward.
 
 Embedding kernels gather rows: ``T x d`` element copies spread over the cores.
+
+All of the above is an ideal schedule; ``WaferConfig.kernel_efficiency`` (1.0 by default) is
+the achieved fraction of it, calibrated on published measured runs where a preset sets it.
 """
 
 from __future__ import annotations
@@ -102,11 +105,13 @@ def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfi
     fill = (R + C) * wafer.hop_latency_cycles
     if kind == "embedding":
         gather = math.ceil(tokens * profile.in_features / (wafer.cores * wafer.simd_width))
-        return KernelCycles(gather + fill, 2 * gather + fill, 0, axpy, t_c)
+        eff = wafer.kernel_efficiency
+        return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c)
     ovh = wafer.partial_sum_overhead_cycles
     busy_in = profile.busiest_input_row(R)
     busy_out = profile.busiest_output_row(R)
     forward = busy_in * axpy + profile.out_features * ovh + fill
     backward_data = busy_out * axpy + profile.in_features * ovh + fill
     backward_weight = busy_in * axpy + C * wafer.hop_latency_cycles
-    return KernelCycles(forward, backward_data + backward_weight, busy_in, axpy, t_c)
+    eff = wafer.kernel_efficiency  # achieved fraction of this ideal schedule (1.0 unless calibrated)
+    return KernelCycles(forward / eff, (backward_data + backward_weight) / eff, busy_in, axpy, t_c)

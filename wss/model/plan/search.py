@@ -18,7 +18,9 @@ with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass 
 * a micro-batch takes no less than MemoryX's optimizer needs to accumulate its gradients, and
   waits for its input where the transfer outlasts the micro-batch before it;
 * per step: one fill (the first chunk across every stage), one drain (the last gradient chunk
-  up), the first kernel's update and whatever update work the last backward pass leaves queued.
+  up), the first kernel's update and whatever update work the last backward pass leaves queued;
+* the runtime's fixed costs (:meth:`Costing.fixed_s`): a switch per weight-kernel pass, a cost per
+  micro-batch and one per step, which the wafer pays in series with its work.
 
 It leaves out what the closed-form estimate (:mod:`wss.studies.estimate`) adds: the stream
 running ahead into the buffers while the wafer computes, and the optimizer's exact queue.
@@ -142,7 +144,8 @@ class Costing:
             acc_s=(float(acc0), float(acc1)),
             update_s=update,
             fill_s=fill,
-            input_s=(hw.inputs.latency_s, per_sample / hw.inputs.bandwidth_Bps),
+            input_s=(hw.inputs.latency_s, max(per_sample / hw.inputs.bandwidth_Bps,
+                                               1.0 / hw.inputs.samples_per_s if hw.inputs.samples_per_s else 0.0)),
         )
 
     def cycles_s(self, tokens: int, cache: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -187,6 +190,12 @@ class Costing:
         cache[("mb", tokens, blocks)] = out
         return out
 
+    def fixed_s(self, micro_batches: int, blocks: bool) -> float:
+        """The runtime's fixed costs of one step: a switch per weight-kernel pass, then per micro-batch and step."""
+        rt = self.scenario.hardware.runtime
+        passes = len(self.specs) + int(self.bwd_streamed.size) + (int(self.in_block.sum()) if blocks else 0)
+        return rt.step_overhead_s + micro_batches * (rt.micro_batch_overhead_s + passes * rt.kernel_switch_s)
+
     def cost(self, cand: Candidate, cache: dict[Any, Any]) -> CandidateCost:
         """The analytic step time of one candidate (see the module docstring)."""
         tokens_per_sample = self.scenario.seq_len
@@ -205,6 +214,7 @@ class Costing:
             compute, stream, crossed = compute + c, stream + st, crossed + x
             prev = c + st + slack
             last_bwd = 0.5 * (c + st)
+        other += self.fixed_s(len(cand.micro_batches), blocks)
         accumulating = len(cand.micro_batches) > 1
         update = self.update_s[:, 1 if accumulating else 0]
         # The first kernel's update arrives last; updates the last backward sweep could not absorb queue before it.

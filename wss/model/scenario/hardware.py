@@ -16,7 +16,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.model.scenario.base import Fraction, Frozen, NonNegFloat, PosFloat, PosInt, UnitFraction
 
-__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "HardwareConfig"]
+__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "RuntimeConfig", "HardwareConfig"]
 
 
 class WaferConfig(Frozen):
@@ -39,6 +39,11 @@ class WaferConfig(Frozen):
     io_bandwidth_Bps: PosFloat = Field(description="External I/O bandwidth in bytes/s, each direction.")
     partial_sum_overhead_cycles: NonNegFloat = Field(
         4.0, description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4)."
+    )
+    kernel_efficiency: UnitFraction = Field(
+        1.0,
+        description="Achieved fraction of the cycle model's ideal on weight kernels: their cycles are divided by "
+        "it (1.0 = the blog's AXPY schedule with nothing else in the way).",
     )
     nonweight_efficiency: UnitFraction = Field(
         0.5, description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...)."
@@ -150,6 +155,47 @@ class InputsConfig(Frozen):
 
     bandwidth_Bps: PosFloat = Field(description="Input-worker bandwidth into one wafer, bytes/s.")
     latency_s: NonNegFloat = Field(0.0, description="Latency of one input transfer, seconds.")
+    samples_per_s: PosFloat | None = Field(
+        None,
+        description="Samples per second the input workers can prepare for one wafer (reading, decoding, "
+        "tokenising, masking), or null for no limit beyond bandwidth_Bps.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unlimited(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.samples_per_s is None:
+            data.pop("samples_per_s", None)
+        return data
+
+
+class RuntimeConfig(Frozen):
+    """Fixed costs of the software stack that do not scale with the work: what a real step pays
+    beyond streaming and arithmetic.
+
+    None is stated in a public document; the shipped ``configs/runtime`` presets say where their
+    values come from (calibrated on published measured runs, or zero for an ideal runtime).
+    """
+
+    name: str = Field("runtime", description="Label of this runtime configuration.")
+    kernel_switch_s: NonNegFloat = Field(
+        0.0,
+        description="Wafer time per pass of a weight kernel (forward, recompute or backward) to switch the "
+        "wafer to it: load its program and routes, start its pipeline. MemoryX keeps streaming meanwhile.",
+    )
+    micro_batch_overhead_s: NonNegFloat = Field(
+        0.0, description="Wafer time at the start of every micro-batch (runtime synchronisation), seconds."
+    )
+    step_overhead_s: NonNegFloat = Field(
+        0.0,
+        description="Wafer time at the start of every step (host and runtime synchronisation, loss and metric "
+        "reporting), seconds.",
+    )
+
+    @property
+    def is_ideal(self) -> bool:
+        """No fixed cost at all."""
+        return not (self.kernel_switch_s or self.micro_batch_overhead_s or self.step_overhead_s)
 
 
 class HardwareConfig(Frozen):
@@ -161,6 +207,10 @@ class HardwareConfig(Frozen):
     memoryx: MemoryXConfig
     swarmx: SwarmXConfig
     inputs: InputsConfig
+    runtime: RuntimeConfig = Field(
+        default_factory=RuntimeConfig,
+        description="Fixed costs per kernel pass, micro-batch and step (omitted: none, an ideal runtime).",
+    )
     allow_beyond_published_limits: bool = Field(
         False,
         description="What-if studies only: accept more wafers than the largest published cluster of this "

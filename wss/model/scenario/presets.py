@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
 
-PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx")
+PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime")
 
 
 class PresetNotFound(KeyError):
