@@ -1,0 +1,100 @@
+"""The runtime's fixed costs and the input workers' rate, each against its closed form.
+
+On ideal hardware (huge bandwidths, no latency) a step is its compute plus whatever the wafer pays
+in series, so each fixed cost must add exactly its count times its value, in its own category.
+"""
+
+from __future__ import annotations
+
+import pytest
+from core_helpers import dense_model, ideal_hardware, scenario_dict
+
+import wss
+from wss.model.plan import rank_candidates
+from wss.studies.estimate import estimate
+from wss.studies.verdict import verdict
+
+SWITCH, MICRO, STEP = 3e-4, 2e-3, 0.05
+
+
+def _raw(runtime: dict | None = None, micro_batch: int | str = "auto", **over) -> dict:
+    hardware = ideal_hardware(runtime=runtime or {"preset": "ideal"})
+    return scenario_dict(model=dense_model(1024, 1024, 1024), global_batch=64, steps=2, hardware=hardware,
+                         training={"micro_batch": micro_batch}, **over)
+
+
+def _step(raw: dict) -> wss.Result:
+    return wss.simulate(wss.load_scenario(raw))
+
+
+def test_each_fixed_cost_adds_its_count_times_its_value_in_its_category():
+    base = _step(_raw(micro_batch=16))
+    costs = _step(_raw({"kernel_switch_s": SWITCH, "micro_batch_overhead_s": MICRO, "step_overhead_s": STEP},
+                       micro_batch=16))
+    micro_batches, kernels = 64 // 16, 2
+    passes = micro_batches * 2 * kernels  # forward and backward of each kernel, no checkpointing
+    assert costs.breakdown_s["switch"] == pytest.approx(passes * SWITCH, rel=1e-9)
+    assert costs.breakdown_s["runtime"] == pytest.approx(STEP + micro_batches * MICRO, rel=1e-9)
+    expected = base.step_time_s + passes * SWITCH + STEP + micro_batches * MICRO
+    assert costs.step_time_s == pytest.approx(expected, rel=1e-9)
+    assert base.breakdown_s["switch"] == base.breakdown_s["runtime"] == 0.0
+    # Records carry them too, so the per-kernel view adds up to the step.
+    per_record = sum(r.stall_switch_s * r.repeats for r in costs.records if r.step == 1)
+    assert per_record == pytest.approx(passes * SWITCH, rel=1e-9)
+
+
+def test_the_planner_prices_the_same_fixed_costs():
+    """The analytic level adds exactly what the simulator charges, so a costly switch favours fewer micro-batches."""
+    free = rank_candidates(wss.load_scenario(_raw()))
+    costly = rank_candidates(wss.load_scenario(_raw({"kernel_switch_s": SWITCH, "step_overhead_s": STEP})))
+    by_split = {c.micro_batches: c.step_time_s for c in free}
+    for c in costly:
+        passes = len(c.micro_batches) * 2 * 2
+        assert c.step_time_s - by_split[c.micro_batches] == pytest.approx(STEP + passes * SWITCH, rel=1e-9)
+    huge = rank_candidates(wss.load_scenario(_raw({"kernel_switch_s": 1.0})))
+    assert len(huge[0].micro_batches) == min(len(c.micro_batches) for c in huge)
+
+
+def test_the_estimate_adds_the_fixed_costs_as_terms():
+    raw = _raw({"kernel_switch_s": SWITCH, "micro_batch_overhead_s": MICRO, "step_overhead_s": STEP}, micro_batch=16)
+    est, sim = estimate(wss.load_scenario(raw)), _step(raw)
+    assert est.terms_s["switch"] == pytest.approx(sim.breakdown_s["switch"], rel=1e-9)
+    assert est.terms_s["runtime"] == pytest.approx(sim.breakdown_s["runtime"], rel=1e-9)
+    assert est.step_time_s == pytest.approx(sim.step_time_s, rel=1e-3)
+
+
+def test_input_workers_samples_per_s_bounds_the_input():
+    """Input-bound: micro-batch i is ready at (i + 1) x samples / rate (the workers run one micro-batch ahead)."""
+    rate = 1000.0  # samples/s; 16 samples take 16 ms, far beyond the compute of a micro-batch
+    raw = _raw(micro_batch=16)
+    raw["hardware"]["inputs"]["samples_per_s"] = rate
+    r = _step(raw)
+    assert r.bound_by == "input"
+    transfer = 16 / rate
+    # The workers run one micro-batch ahead, so once steady (step 1) each micro-batch takes one transfer.
+    assert r.steps[1].time_s == pytest.approx(4 * transfer, rel=1e-9)
+    faster = _raw(micro_batch=16)
+    faster["hardware"]["inputs"]["samples_per_s"] = 2 * rate
+    assert _step(faster).steps[1].time_s == pytest.approx(2 * transfer, rel=1e-9)
+
+
+def test_verdict_names_the_runtime_when_it_paces_the_step():
+    r = _step(_raw({"step_overhead_s": 1.0}, micro_batch=16))
+    assert r.bound_by == "runtime"
+    v = verdict(r)
+    assert v.bound_by == "runtime"
+    best = v.candidates[0]
+    assert best.overrides["hardware.runtime.step_overhead_s"] == pytest.approx(0.5)
+    assert best.step_time_s == pytest.approx(r.step_time_s - 0.5, rel=1e-6)
+
+
+def test_runtime_presets_and_validation():
+    assert {"ideal", "cerebras-ws"} <= set(wss.list_presets()["runtime"])
+    shipped = wss.load_scenario(scenario_dict()).hardware.runtime
+    assert shipped.name == "ideal"  # core_helpers' scenarios run without fixed costs
+    cluster = wss.load_scenario({**scenario_dict(), "hardware": {"preset": "cs2-cluster"}}).hardware.runtime
+    assert cluster.name == "cerebras-ws" and cluster.step_overhead_s > 0
+    with pytest.raises(wss.ScenarioError, match="kernel_switch_s"):
+        wss.load_scenario(_raw({"kernel_switch_s": -1.0}))
+    with pytest.raises(wss.ScenarioError, match="runtime"):
+        wss.load_scenario(_raw({"preset": "no-such-runtime"}))
