@@ -15,33 +15,35 @@ AGREE = 0.05
 AGREE_WITHOUT_EFFECT = 0.01
 #: Enough buffering that no chunk ever waits for credit (docs/fidelity.md, "bounded buffers").
 DEEP_BUFFERS = {"simulation.buffer_chunks": 64}
+#: No fixed runtime costs, which the estimate adds in series (docs/fidelity.md, "runtime overlap").
+NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 
 #: docs/fidelity.md's cross-check table: scenario -> (overrides for the tested run, documented
 #: difference of the estimate in percent, the effect that explains it or None).  The slow scenarios
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, -0.45, "bounded buffers"),
-    "cerebras_gpt_13b": ({}, 0.00, None),
-    "cs3_gpt3_13b": ({}, 0.00, None),
+    "bert_large": ({}, 0.41, "runtime overlap"),
+    "cerebras_gpt_13b": ({}, 0.05, None),
+    "cs3_gpt3_13b": ({}, 0.06, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
-    "gpt3_175b": ({}, 0.00, None),
-    "gpt3_6.7b_sparse": ({}, 0.00, None),
+    "gpt3_175b": ({}, 0.04, None),
+    "gpt3_6.7b_sparse": ({}, 0.15, "runtime overlap"),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
-        -0.62,
+        -0.60,
         "bounded buffers",
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        -1.12,
+        -0.98,
         "bounded buffers",
     ),
 }
 #: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
-FULL_SIZE = {"brain_120t": -1.47, "gpt_1t": -1.55}
+FULL_SIZE = {"brain_120t": -1.47, "gpt_1t": -1.55}  # unchanged by the fixed costs: 0.1 s of a 44,047 s or 335 s step
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 

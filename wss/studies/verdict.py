@@ -30,7 +30,7 @@ from wss.model.results import Result
 from wss.model.scenario import PRECISION_BYTES, load_scenario
 from wss.views.summary import fmt_time, si
 
-__all__ = ["PARTS", "Candidate", "Verdict", "verdict", "candidate_parts", "weight_path_rates"]
+__all__ = ["PARTS", "COST_FIELDS", "Candidate", "Verdict", "verdict", "candidate_parts", "weight_path_rates"]
 
 #: part id -> (label, what is doubled, dotted scenario fields).
 PARTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
