@@ -84,7 +84,7 @@ def test_inputs_deliver_one_micro_batch_ahead_of_the_wafer():
 def test_swarmx_chain_delivers_at_the_closed_form_time():
     env = simpy.Environment()
     settings = SwarmXSettings(levels=3, nodes_per_level=(1, 4, 16), link_bandwidth_Bps=8.0,
-                              leaf_bandwidth_Bps=4.0, hop_latency_s=0.25, buffer_chunks=2)
+                              leaf_bandwidth_Bps=4.0, hop_latency_s=0.25, port_buffer_bytes=2)
     tree = SwarmX(env, settings)
     assert [link.name for link in tree.down] == ["swarmx.down.l1", "swarmx.down.l2", "swarmx.down.l3"]
     assert [link.name for link in tree.up] == ["swarmx.up.l3", "swarmx.up.l2", "swarmx.up.l1"]
@@ -159,7 +159,7 @@ def test_wafer_computes_each_chunk_and_sends_gradients_in_backward():
     env = simpy.Environment()
     work = KernelWork(n_chunks=2, grad_bytes=6.0, cycles={8: KernelCycles(100.0, 200.0, 1, 1, 1)})
     settings = WaferSettings(clock_Hz=100.0, kernels=(work,), op_seconds={(1, 8): (0.25, 0.5)}, loss_op=1,
-                             intake_chunks=4)
+                             ingress_buffer_bytes=12)
     program = [_pass(0, "forward", 0, True), _pass(1, "forward", None, False, op=1),
                _pass(2, "backward", None, False, op=1), _pass(3, "backward", 0, True)]
     ready = {(0, 0): env.event().succeed()}

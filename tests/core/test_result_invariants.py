@@ -24,8 +24,11 @@ TINY_GPT = {
 
 CASES = {
     "fc-mnist-3-steps": lambda: wss.load_scenario(SCENARIOS / "fc_mnist.yaml"),
+    # Buffers of 64 KiB, a few of this tiny model's chunks: with the preset's 128 MiB the stream would run
+    # ahead by whole micro-batches, the queues would still be growing at micro-batch 3, and nothing folds.
     "gpt-micro-batches-folded": lambda: scenario_dict(
-        model=TINY_GPT, wafers=2, global_batch=20, steps=2, optimizer="adamw", training={"micro_batch": 1}
+        model=TINY_GPT, wafers=2, global_batch=20, steps=2, optimizer="adamw", training={"micro_batch": 1},
+        hardware={"wafer": {"ingress_buffer_bytes": 2**16}, "swarmx": {"port_buffer_bytes": 2**16}},
     ),
     "flash-resident": lambda: scenario_dict(
         model=dense_model(2048, 2048, 2048, 2048),

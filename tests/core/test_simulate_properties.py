@@ -134,9 +134,10 @@ def scenarios(draw) -> dict[str, Any]:
     micro = draw(st.one_of(st.just("auto"), st.integers(1, per_wafer)))
     if micro != "auto":
         raw["training"]["micro_batch"] = micro
-    buffers = draw(st.sampled_from([2, 1, 4]))
-    if buffers != 2:
-        raw["simulation"] = {"buffer_chunks": buffers}
+    buffers = draw(st.sampled_from([None, 2**20, 2**24, 2**30]))  # a port buffer from a MiB to a GiB
+    if buffers is not None:
+        raw["hardware"]["swarmx"] = {"port_buffer_bytes": buffers}
+        raw["hardware"]["wafer"] = {**raw["hardware"].get("wafer", {}), "ingress_buffer_bytes": buffers}
     for key in RATES:
         m = draw(MULTIPLIER)
         if m != 1.0:
@@ -197,7 +198,7 @@ def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
 #: Where doubling the wafers raises the throughput per wafer a little: 4 wafers (one tree level) take
 #: 99.080 us a step, 8 wafers (two levels, global_batch 8) 99.035 us (up to 3% on gpt3-125m).  Each SwarmX
 #: level is a buffered store-and-forward stage, so a deeper tree holds more weight chunks in flight and
-#: lets the stream run further ahead of the wafer; raising simulation.buffer_chunks on the 4-wafer run
+#: lets the stream run further ahead of the wafer; raising hardware.swarmx.port_buffer_bytes on the 4-wafer run
 #: gives the same gain.  That is the model's buffering per hop, not an error: weak scaling is exact only
 #: at one tree depth (test below).
 DEEPER_TREE_BUFFERS_MORE = {

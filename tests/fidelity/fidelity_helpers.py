@@ -14,7 +14,7 @@ AGREE = 0.05
 #: Agreement once the effect that explains a difference is switched off.
 AGREE_WITHOUT_EFFECT = 0.01
 #: Enough buffering that no chunk ever waits for credit (docs/fidelity.md, "bounded buffers").
-DEEP_BUFFERS = {"simulation.buffer_chunks": 64}
+DEEP_BUFFERS = {"hardware.swarmx.port_buffer_bytes": 2**36, "hardware.wafer.ingress_buffer_bytes": 2**36}
 #: No fixed runtime costs, which the estimate adds in series (docs/fidelity.md, "runtime overlap").
 NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 
@@ -23,14 +23,14 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.41, "runtime overlap"),
-    "cerebras_gpt_13b": ({}, 0.05, None),
-    "cs3_gpt3_13b": ({}, 0.06, None),
+    "bert_large": ({}, 0.46, "runtime overlap"),
+    "cerebras_gpt_13b": ({}, 0.03, None),
+    "cs3_gpt3_13b": ({}, 0.02, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
     "gpt3_175b": ({}, 0.04, None),
-    "gpt3_6.7b_sparse": ({}, 0.15, "runtime overlap"),
+    "gpt3_6.7b_sparse": ({}, 0.17, "runtime overlap"),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.60,

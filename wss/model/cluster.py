@@ -168,7 +168,7 @@ def swarmx_settings(plan: Plan) -> SwarmXSettings:
         link_bandwidth_Bps=sx.link_bandwidth_Bps,
         leaf_bandwidth_Bps=min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps),
         hop_latency_s=sx.hop_latency_s,
-        buffer_chunks=plan.scenario.simulation.buffer_chunks,
+        port_buffer_bytes=sx.port_buffer_bytes,
     )
 
 
@@ -199,7 +199,7 @@ def wafer_settings(plan: Plan) -> WaferSettings:
         kernels=tuple(KernelWork(k.n_chunks, k.grad_bytes, k.cycles) for k in plan.kernels),
         op_seconds=plan.wafer_op_seconds,
         loss_op=len(plan.ops) - 1,
-        intake_chunks=s.simulation.buffer_chunks,
+        ingress_buffer_bytes=s.hardware.wafer.ingress_buffer_bytes,
         kernel_switch_s=s.hardware.runtime.kernel_switch_s,
         micro_batch_overhead_s=s.hardware.runtime.micro_batch_overhead_s,
         step_overhead_s=s.hardware.runtime.step_overhead_s,
@@ -207,10 +207,13 @@ def wafer_settings(plan: Plan) -> WaferSettings:
 
 
 def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
-    """MemoryX's network ports toward the root, for the summed gradients coming back (all shards together)."""
+    """MemoryX's network ports toward the root, for the summed gradients coming back (all shards together).
+
+    Its buffer is the root's port buffer toward MemoryX.
+    """
     hw = plan.scenario.hardware
     return Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
-                hw.swarmx.hop_latency_s, plan.scenario.simulation.buffer_chunks)
+                hw.swarmx.hop_latency_s, hw.swarmx.port_buffer_bytes)
 
 
 def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:

@@ -17,8 +17,9 @@ machine.  What it shares with the simulator:
   per-stage costs (a MemoryX chunk takes ``max(read / DRAM, sent / network)``, a link
   ``bytes / bandwidth`` plus a hop latency with the leaf edge capped by the wafer's I/O, an
   optimizer job the coprocessor's formula, an input ``latency + bytes / bandwidth``), and the
-  buffer-credit layout (``simulation.buffer_chunks`` chunks waiting at each level and at the
-  wafer's intake, one in serialisation), which sets the caps and the credit pacing below.
+  buffer-credit layout (the chunks each SwarmX port buffer holds, by bytes and at least two, waiting
+  at each level and at the wafer's intake, one in serialisation), which sets the caps and the
+  credit pacing below.
 
 What it replaces by closed forms is the event-driven part: how the stream overlaps compute, chunks
 queue stage by stage, credits flow back, the optimizer queues its jobs, the flash channel is shared,
@@ -42,7 +43,7 @@ Per pass (forward, block recompute and backward of every kernel, in every micro-
   stream work already done for this pass while the wafer was busy with earlier ones, ``lag``
   the gradient work still queued on the way up; both carry from pass to pass (Lindley's
   recursion in fluid form) and are capped by the chunks the buffers hold past the slowest
-  stage (``simulation.buffer_chunks`` per level).  A hop whose latency outlasts its ``b``
+  stage (``chunks_buffered`` per level).  A hop whose latency outlasts its ``b``
   buffered chunks paces them: ``b + 1`` chunks per latency plus chunk (credit flow control).
   One line of arithmetic per pass, not an event simulation; identical micro-batches are
   computed once.
@@ -81,6 +82,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from wss.model.components.inputs import TOKEN_ID_BYTES
+from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import SCALAR_BYTES
 from wss.model.plan import KernelPlan, Plan, make_plan
 from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
@@ -164,7 +166,8 @@ class _Path:
     flash_write_Bps: float
     opt_flops: float
     hop_s: float
-    buffer_chunks: int
+    port_buffer_bytes: int
+    ingress_buffer_bytes: int
 
     @classmethod
     def of(cls, plan: Plan) -> _Path:
@@ -184,11 +187,19 @@ class _Path:
             flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
             opt_flops=mx.shards * mx.optimizer_flops,
             hop_s=sx.hop_latency_s,
-            buffer_chunks=s.simulation.buffer_chunks,
+            port_buffer_bytes=sx.port_buffer_bytes,
+            ingress_buffer_bytes=hw.wafer.ingress_buffer_bytes,
         )
 
+    def slots(self, buffer_bytes: int, chunk_bytes: float) -> int:
+        """Chunks of ``chunk_bytes`` a buffer of ``buffer_bytes`` holds (as the simulator's ByteStore)."""
+        return chunks_buffered(buffer_bytes, chunk_bytes)
+
     def way(self, kp: KernelPlan) -> _Way:
-        b, n = self.buffer_chunks, kp.n_chunks
+        n = kp.n_chunks
+        b = self.slots(self.port_buffer_bytes, kp.stream_bytes / n)
+        b_in = self.slots(self.ingress_buffer_bytes, kp.stream_bytes / n)
+        b_up = self.slots(self.port_buffer_bytes, kp.grad_bytes / n)
         # Down: MemoryX reads (DRAM) and sends (network) each chunk at once, then every SwarmX level.
         names = ["memoryx"] + [name for name, _ in self.down]
         per_chunk = [max(kp.read_bytes / self.dram_Bps, kp.stream_bytes / self.net_Bps) / n]
@@ -199,14 +210,14 @@ class _Path:
         slow = max(range(len(paced)), key=lambda i: (paced[i], i))  # the last of equals
         # What has crossed the slowest stage: the chunk it holds while blocked, each later level's
         # inbox and wire, the wafer's intake.  Chunks before it still have to cross it.
-        slots_down = 1 + (len(paced) - 1 - slow) * (b + 1) + b
+        slots_down = 1 + (len(paced) - 1 - slow) * (b + 1) + b_in
         fill = sum(per_chunk) - per_chunk[slow] + (len(self.down) + 1) * self.hop_s
         # Up: the wafer's outlet feeds the leaf level; gradients queue up to the slowest stage.
         up_chunk = [kp.grad_bytes / bw / n for _, bw in self.up]
-        up_paced = [max(t, (self.hop_s + t) / (b + 1)) for t in up_chunk]
+        up_paced = [max(t, (self.hop_s + t) / (b_up + 1)) for t in up_chunk]
         slow_up = min(range(len(up_paced)), key=lambda i: (-up_paced[i], i))  # the first of equals
         climb = sum(t + self.hop_s for t in up_chunk)
-        return _Way(n * paced[slow], n * up_paced[slow_up], slots_down, (slow_up + 1) * (b + 1), fill, climb,
+        return _Way(n * paced[slow], n * up_paced[slow_up], slots_down, (slow_up + 1) * (b_up + 1), fill, climb,
                     up_paced[slow_up], names[slow])
 
 
@@ -284,7 +295,8 @@ def _items(plan: Plan, path: _Path, ways: list[_Way], tokens: int) -> list[_Item
         flash = kp.read_bytes / path.flash_read_Bps if streamed and kp.tier == "flash" else 0.0
         c = (cyc.backward if backward else cyc.forward) / clock
         # The wafer starts a chunk only after its flight from the last level, and the intake holds b.
-        paced = max(c, kp.n_chunks * (path.hop_s + c / kp.n_chunks) / (path.buffer_chunks + 1)) if streamed else c
+        b_in = path.slots(path.ingress_buffer_bytes, kp.stream_bytes / kp.n_chunks)
+        paced = max(c, kp.n_chunks * (path.hop_s + c / kp.n_chunks) / (b_in + 1)) if streamed else c
         return _Item(
             kp.index,
             phase,

@@ -3,9 +3,11 @@
 A :class:`Link` takes chunks from its inbox, serialises each at the link's
 bandwidth, and hands it to the next stage's inbox stamped to arrive one hop
 latency later.  Serialisation occupies the link; flight latency does not, so
-chunks pipeline through a chain of links.  Inboxes hold a bounded number of
-chunks (credit flow control): a full inbox blocks the sender, which is how
-back-pressure reaches MemoryX.
+chunks pipeline through a chain of links.  Inboxes are buffers of a given
+size in bytes (:class:`ByteStore`, credit flow control): a chunk waits until
+its bytes fit, which is how back-pressure reaches MemoryX.  Buffers are
+hardware (a SwarmX port's, a wafer's ingress), so how finely the simulation
+cuts a kernel into chunks does not change how much data can be in flight.
 
 A chain of ``L`` equal links carrying ``n`` chunks of ``c`` bytes at
 bandwidth ``B`` and latency ``h`` finishes at ``L (h + c/B) + (n - 1) c/B``.
@@ -13,13 +15,14 @@ bandwidth ``B`` and latency ``h`` finishes at ``L (h + c/B) + (n - 1) c/B``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
 import simpy
 
-__all__ = ["Chunk", "Link"]
+__all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Link", "chunks_buffered"]
 
 
 @dataclass(eq=False)
@@ -40,6 +43,47 @@ class Chunk:
         return self.seq == self.n_chunks - 1
 
 
+#: Chunks a buffer admits whatever their size.  A chunk is a unit of the simulation (as large as
+#: an eighth of a kernel: ``simulation.max_chunks_per_kernel``), while the hardware moves packets,
+#: so a port keeps receiving while it sends: two chunks in a buffer (one arriving, one leaving) is
+#: that continuous flow at the chunk's grain.  Smaller chunks fill the buffer by its bytes.
+MIN_CHUNKS_BUFFERED = 2
+
+
+def chunks_buffered(capacity_bytes: int, chunk_bytes: float) -> int:
+    """Chunks of ``chunk_bytes`` a :class:`ByteStore` of ``capacity_bytes`` holds."""
+    return max(MIN_CHUNKS_BUFFERED, capacity_bytes // max(1, math.ceil(chunk_bytes)))
+
+
+class ByteStore(simpy.Store):
+    """A FIFO buffer of ``capacity_bytes``: a put waits until the item's bytes fit.
+
+    Items carry ``.bytes``; the level counts whole bytes (rounded up), so no sum of
+    fractions can leave a put blocked for ever.  Whatever their size, up to
+    :data:`MIN_CHUNKS_BUFFERED` items are admitted (see there).
+    """
+
+    def __init__(self, env: simpy.Environment, capacity_bytes: int):
+        if capacity_bytes <= 0:
+            raise ValueError("a buffer needs a positive size in bytes")
+        super().__init__(env)
+        self.capacity_bytes = int(capacity_bytes)
+        self.level = 0
+
+    def _do_put(self, event: Any) -> None:
+        need = math.ceil(event.item.bytes)
+        if len(self.items) < MIN_CHUNKS_BUFFERED or self.level + need <= self.capacity_bytes:
+            self.items.append(event.item)
+            self.level += need
+            event.succeed()
+
+    def _do_get(self, event: Any) -> None:
+        if self.items:
+            item = self.items.pop(0)
+            self.level -= math.ceil(item.bytes)
+            event.succeed(item)
+
+
 class Link:
     """One direction of one link class, folded over identical parallel links.
 
@@ -51,16 +95,17 @@ class Link:
         Serialisation rate of one link, bytes/s.
     latency_s
         Flight time added after serialisation.
-    capacity
-        Chunks the inbox can hold.
+    buffer_bytes
+        Bytes the inbox (the buffer in front of the link) holds.
     """
 
-    def __init__(self, env: simpy.Environment, name: str, bandwidth_Bps: float, latency_s: float, capacity: int):
+    def __init__(self, env: simpy.Environment, name: str, bandwidth_Bps: float, latency_s: float,
+                 buffer_bytes: int):
         self.env = env
         self.name = name
         self.bandwidth_Bps = bandwidth_Bps
         self.latency_s = latency_s
-        self.inbox = simpy.Store(env, capacity=capacity)
+        self.inbox = ByteStore(env, buffer_bytes)
         self.out: simpy.Store | None = None
         self.busy_s = 0.0
         self.bytes = 0.0

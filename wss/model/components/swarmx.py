@@ -28,6 +28,7 @@ class SwarmXSettings:
     ``nodes_per_level[l]`` counts the nodes of level ``l + 1`` (level 1 is the
     root's); the last level's edges go to the wafers and run at
     ``leaf_bandwidth_Bps`` (the slower of a SwarmX link and a wafer's I/O).
+    Every link's inbox is a port buffer of ``port_buffer_bytes``.
     """
 
     levels: int
@@ -35,7 +36,7 @@ class SwarmXSettings:
     link_bandwidth_Bps: float
     leaf_bandwidth_Bps: float
     hop_latency_s: float
-    buffer_chunks: int
+    port_buffer_bytes: int
     name: str = "swarmx"
 
 
@@ -63,7 +64,7 @@ class SwarmX:
     def _link(self, env: simpy.Environment, direction: str, level: int) -> Link:
         s = self.settings
         bw = s.leaf_bandwidth_Bps if level == self.levels else s.link_bandwidth_Bps
-        return Link(env, f"{s.name}.{direction}.l{level}", bw, s.hop_latency_s, s.buffer_chunks)
+        return Link(env, f"{s.name}.{direction}.l{level}", bw, s.hop_latency_s, s.port_buffer_bytes)
 
     def edges_below(self, level: int, wafers: int) -> int:
         """Number of physical edges leaving level ``level`` toward the wafers (level D: one per wafer)."""

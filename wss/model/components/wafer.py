@@ -32,7 +32,7 @@ from typing import Any
 
 import simpy
 
-from wss.model.components.links import Chunk
+from wss.model.components.links import ByteStore, Chunk
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
@@ -69,8 +69,8 @@ class WaferSettings:
         (non-weight) operation.
     loss_op
         Position of the last operation; its forward end is when the loss is known.
-    intake_chunks
-        Chunks the intake buffer holds (credit flow control).
+    ingress_buffer_bytes
+        Bytes the intake (the wafer's ingress buffer for weight chunks) holds.
     kernel_switch_s, micro_batch_overhead_s, step_overhead_s
         Fixed costs: per pass of a weight kernel, at the start of every micro-batch, at the
         start of every step (the runtime's; see ``RuntimeConfig``).
@@ -80,7 +80,7 @@ class WaferSettings:
     kernels: tuple[KernelWork, ...]
     op_seconds: Mapping[tuple[int, int], tuple[float, float]]
     loss_op: int
-    intake_chunks: int
+    ingress_buffer_bytes: int
     kernel_switch_s: float = 0.0
     micro_batch_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
@@ -113,7 +113,7 @@ class Wafer:
         self.name = settings.name
         self.program = program
         self.clock = settings.clock_Hz
-        self.intake = simpy.Store(env, capacity=settings.intake_chunks)
+        self.intake = ByteStore(env, settings.ingress_buffer_bytes)
         self.outlet: simpy.Store | None = None
         self.input_ready = input_ready
         self.mb_started = mb_started

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from wss.model.components.inputs import TOKEN_ID_BYTES
+from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
 from wss.model.plan.formats import WeightStream
@@ -89,7 +90,7 @@ class Costing:
     ) -> Costing:
         hw, s = scenario.hardware, scenario
         mx, sx = hw.memoryx, hw.swarmx
-        b, hop = s.simulation.buffer_chunks, sx.hop_latency_s
+        hop = sx.hop_latency_s
         depth = sx.levels(hw.wafers)
         edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
         levels = np.array([edge if lv == depth else sx.link_bandwidth_Bps for lv in range(1, depth + 1)])
@@ -99,6 +100,8 @@ class Costing:
         read_b = nnz * SCALAR_BYTES
         grad_b = nnz * PRECISION_BYTES[s.training.gradient_precision]
         chunks = np.array([chunk_count(x, s.simulation) for x in stream_b], dtype=float)
+        # Chunks each port buffer holds (links.chunks_buffered: by bytes, at least MIN_CHUNKS_BUFFERED).
+        b = np.array([chunks_buffered(sx.port_buffer_bytes, x / n) for x, n in zip(stream_b, chunks)])[:, None]
         # Per chunk on each stage, a hop's latency letting b + 1 chunks through per latency + chunk.
         down = np.maximum(read_b / dram, stream_b / net)[:, None] / chunks[:, None]
         link = stream_b[:, None] / levels[None, :] / chunks[:, None]
@@ -107,7 +110,8 @@ class Costing:
         flash = np.array([t == "flash" for t in placement.tiers])
         stream_s = np.where(flash, np.maximum(stream_s, read_b / (mx.shards * mx.flash_read_bandwidth_Bps)), stream_s)
         up = grad_b[:, None] / np.append(levels[::-1], net)[None, :] / chunks[:, None]
-        up_s = chunks * np.maximum(up, (hop + up) / (b + 1)).max(axis=1)
+        b_up = np.array([chunks_buffered(sx.port_buffer_bytes, x / n) for x, n in zip(grad_b, chunks)])[:, None]
+        up_s = chunks * np.maximum(up, (hop + up) / (b_up + 1)).max(axis=1)
         retain = s.training.retain_output_layer
         wafer_ops = [op for op in ops if isinstance(op, WaferOp)]
         op_flops = (
@@ -169,8 +173,11 @@ class Costing:
         if ("mb", tokens, blocks) in cache:
             return cache[("mb", tokens, blocks)]
         cf, cb = self.cycles_s(tokens, cache)
-        hop, b = self.scenario.hardware.swarmx.hop_latency_s, self.scenario.simulation.buffer_chunks
-        # The wafer starts a chunk only after its flight from the last level; its intake holds b.
+        hw = self.scenario.hardware
+        hop = hw.swarmx.hop_latency_s
+        # The wafer starts a chunk only after its flight from the last level; its intake holds b chunks.
+        b = np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
+                      for x, n in zip(self.stream_bytes, self.chunks)])
         cf_p = np.maximum(cf, self.chunks * (hop + cf / self.chunks) / (b + 1))
         cb_p = np.where(self.bwd_streamed, np.maximum(cb, self.chunks * (hop + cb / self.chunks) / (b + 1)), cb)
         s_b = np.where(self.bwd_streamed, self.stream_s, 0.0)

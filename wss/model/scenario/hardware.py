@@ -37,6 +37,11 @@ class WaferConfig(Frozen):
     )
     hop_latency_cycles: NonNegFloat = Field(description="Cycles per mesh hop (router pipeline included).")
     io_bandwidth_Bps: PosFloat = Field(description="External I/O bandwidth in bytes/s, each direction.")
+    ingress_buffer_bytes: PosInt = Field(
+        134217728,
+        description="The wafer's ingress buffer for streamed weights, bytes (part of the reserved SRAM): how far "
+        "the stream can run ahead of the kernel being computed.",
+    )
     partial_sum_overhead_cycles: NonNegFloat = Field(
         4.0, description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4)."
     )
@@ -127,6 +132,11 @@ class SwarmXConfig(Frozen):
     fan_out: int = Field(ge=2, description="Children per SwarmX node.")
     link_bandwidth_Bps: PosFloat = Field(description="Bandwidth of one tree edge, bytes/s each direction.")
     hop_latency_s: NonNegFloat = Field(description="Latency added by one SwarmX hop, in seconds.")
+    port_buffer_bytes: PosInt = Field(
+        134217728,
+        description="Buffer in front of each SwarmX link (a node's port, and the root's port toward MemoryX), "
+        "bytes: how much of the stream can wait there (credit flow control).",
+    )
     power_busy_W: PosFloat | None = Field(
         None,
         description="Electrical power of one SwarmX node while it is busy, in watts "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from wss.model.scenario.base import Frozen, PosFloat, PosInt
 
@@ -53,14 +53,21 @@ class TrainingConfig(Frozen):
 class SimulationConfig(Frozen):
     """Resolution of the simulation itself (not hardware)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _buffers_are_hardware(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "buffer_chunks" in data:
+            raise ValueError(
+                "buffer_chunks was removed: buffers are hardware, in bytes - set hardware.swarmx.port_buffer_bytes "
+                "and hardware.wafer.ingress_buffer_bytes instead (docs/model.md, \"Buffers and resolution\")"
+            )
+        return data
+
     chunk_bytes: PosFloat = Field(
         64 * 2**20, description="Target size of one streamed chunk of weights or gradients, bytes."
     )
     max_chunks_per_kernel: PosInt = Field(
         8, description="Upper bound on chunks per kernel pass (bounds event count for huge kernels)."
-    )
-    buffer_chunks: PosInt = Field(
-        2, description="Chunks each link and the wafer intake can buffer (credit flow control)."
     )
     fold_micro_batches: bool = Field(
         True,
