@@ -71,9 +71,13 @@ class Costing:
     bwd_streamed: np.ndarray  # does the backward pass stream the weights (not a retained output layer)?
     in_block: np.ndarray  # is the kernel recomputed under 'blocks' checkpointing?
     stream_bytes: np.ndarray  # one pass, one wafer
+    intake_chunks: np.ndarray  # chunks of each kernel the wafer's ingress buffer holds
     op_flops: tuple[float, float, float]  # non-weight FLOPs per token: forward, backward, blocks' forward
     acc_s: tuple[float, float]  # MemoryX accumulation of every kernel's gradient: first micro-batch, later ones
     update_s: np.ndarray  # each kernel's update (with and without accumulation): [single, accumulating]
+    # The flash channel: each kernel's prefetch read per streamed pass (0 in DRAM); the accumulations' flash
+    # reads (first micro-batch, later ones); the updates' flash reads (single, accumulating).
+    flash_s: tuple[np.ndarray, tuple[float, float], np.ndarray, np.ndarray]  # ..., then the writes after it
     fill_s: float  # the first chunk across every stage down, and the last gradient chunk up
     input_s: tuple[float, float]  # an input transfer: latency, seconds per sample
 
@@ -121,14 +125,28 @@ class Costing:
         )
         owns = np.array([o == i for i, o in enumerate(placement.owners)])
         opt_rate, svc_dram = mx.shards * mx.optimizer_flops, dram
+        f_read, f_write = mx.shards * mx.flash_read_bandwidth_Bps, mx.shards * mx.flash_write_bandwidth_Bps
 
         def job(read_scalars: float, write_scalars: float, flops: float) -> np.ndarray:
-            return np.where(owns, np.maximum(nnz * SCALAR_BYTES * (read_scalars + write_scalars) / svc_dram,
-                                             nnz * flops / opt_rate), 0.0)
+            """Each kernel's optimizer job: DRAM-resident at DRAM rate, flash-resident read then written."""
+            rb, wb, c = nnz * SCALAR_BYTES * read_scalars, nnz * SCALAR_BYTES * write_scalars, nnz * flops / opt_rate
+            in_dram = np.maximum((rb + wb) / svc_dram, c)
+            in_flash = rb / f_read + np.maximum(wb / f_write, c - rb / f_read)
+            return np.where(owns, np.where(flash, in_flash, in_dram), 0.0)
+
+        def flash_read(read_scalars: float) -> np.ndarray:
+            """The flash-channel seconds of those jobs (their reads of flash-resident state)."""
+            return np.where(owns & flash, nnz * SCALAR_BYTES * read_scalars / f_read, 0.0)
 
         acc0, acc1 = job(0, 1, 0).sum(), job(1, 1, 1).sum()
         update = np.stack([job(optimizer.read_scalars, optimizer.write_scalars, optimizer.flops),
                            job(optimizer.read_scalars + 1, optimizer.write_scalars, optimizer.flops)], axis=1)
+        upd_read = np.stack([flash_read(optimizer.read_scalars), flash_read(optimizer.read_scalars + 1)], axis=1)
+        # After the channel's last read (the update of the first flash-resident kernel, which comes last),
+        # the optimizer still writes that kernel's state.
+        last = int(np.argmax(owns & flash)) if bool((owns & flash).any()) else 0
+        channel = (np.where(flash, read_b / f_read, 0.0), (float(flash_read(0).sum()), float(flash_read(1).sum())),
+                   upd_read.sum(axis=0), update[last] - upd_read[last])
         fill = float(down[0, 0] + link[0].sum() + up[0].sum() + 2 * (depth + 1) * hop)
         if s.workload.model.input == "tokens":
             per_sample = s.seq_len * TOKEN_ID_BYTES
@@ -144,9 +162,12 @@ class Costing:
             bwd_streamed=np.array([not (retain and k.is_output) for k in specs]),
             in_block=np.array([k.block is not None for k in specs]),
             stream_bytes=stream_b,
+            intake_chunks=np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
+                                    for x, n in zip(stream_b, chunks)], dtype=float),
             op_flops=op_flops,
             acc_s=(float(acc0), float(acc1)),
             update_s=update,
+            flash_s=channel,
             fill_s=fill,
             input_s=(hw.inputs.latency_s, max(per_sample / hw.inputs.bandwidth_Bps,
                                                1.0 / hw.inputs.samples_per_s if hw.inputs.samples_per_s else 0.0)),
@@ -168,16 +189,14 @@ class Costing:
             cache[("cycles", tokens)] = (np.array(fwd), np.array(bwd))
         return cache[("cycles", tokens)]
 
-    def micro_batch(self, tokens: int, blocks: bool, cache: dict[Any, Any]) -> tuple[float, float, float]:
-        """One micro-batch of ``tokens``: (seconds paced by compute, by the stream, streamed bytes)."""
+    def micro_batch(self, tokens: int, blocks: bool, cache: dict[Any, Any]) -> tuple[float, float, float, float]:
+        """One micro-batch of ``tokens``: (seconds paced by compute, by the stream, streamed bytes, and the
+        share of its weight passes' time spent in the backward sweep, recomputes included)."""
         if ("mb", tokens, blocks) in cache:
             return cache[("mb", tokens, blocks)]
         cf, cb = self.cycles_s(tokens, cache)
-        hw = self.scenario.hardware
-        hop = hw.swarmx.hop_latency_s
+        hop, b = self.scenario.hardware.swarmx.hop_latency_s, self.intake_chunks
         # The wafer starts a chunk only after its flight from the last level; its intake holds b chunks.
-        b = np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
-                      for x, n in zip(self.stream_bytes, self.chunks)])
         cf_p = np.maximum(cf, self.chunks * (hop + cf / self.chunks) / (b + 1))
         cb_p = np.where(self.bwd_streamed, np.maximum(cb, self.chunks * (hop + cb / self.chunks) / (b + 1)), cb)
         s_b = np.where(self.bwd_streamed, self.stream_s, 0.0)
@@ -193,7 +212,9 @@ class Costing:
         ops_s = tokens * (f + fb + (fr if blocks else 0.0)) / (wafer.peak_flops * wafer.nonweight_efficiency)
         crossed = self.stream_bytes.sum() + (self.stream_bytes * self.bwd_streamed).sum()
         crossed += (self.stream_bytes * self.in_block).sum() if blocks else 0.0
-        out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()), float(crossed))
+        sweep = float(total.sum())
+        back = float((bwd + rec).sum()) / sweep if sweep > 0 else 0.5
+        out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()), float(crossed), back)
         cache[("mb", tokens, blocks)] = out
         return out
 
@@ -202,6 +223,14 @@ class Costing:
         rt = self.scenario.hardware.runtime
         passes = len(self.specs) + int(self.bwd_streamed.size) + (int(self.in_block.sum()) if blocks else 0)
         return rt.step_overhead_s + micro_batches * (rt.micro_batch_overhead_s + passes * rt.kernel_switch_s)
+
+    def flash_channel_s(self, micro_batches: int, blocks: bool) -> float:
+        """Seconds of flash-channel work in one step: prefetches, then the optimizer's flash reads."""
+        prefetch, acc, upd, _ = self.flash_s
+        passes = 1.0 + self.bwd_streamed + (self.in_block if blocks else 0.0)
+        total = micro_batches * float((prefetch * passes).sum())
+        total += sum(acc[min(m, 1)] for m in range(micro_batches - 1))
+        return total + float(upd[1 if micro_batches > 1 else 0])
 
     def cost(self, cand: Candidate, cache: dict[Any, Any]) -> CandidateCost:
         """The analytic step time of one candidate (see the module docstring)."""
@@ -212,21 +241,36 @@ class Costing:
         prev = 0.0
         last_bwd = 0.0
         for m, samples in enumerate(cand.micro_batches):
-            c, st, x = self.micro_batch(samples * tokens_per_sample, blocks, cache)
+            c, st, x, back = self.micro_batch(samples * tokens_per_sample, blocks, cache)
             inp = latency + samples * per_sample
             # The optimizer accumulates every kernel's gradient once per micro-batch, in the background.
             acc = self.acc_s[min(m, 1)] if m < len(cand.micro_batches) - 1 else 0.0
             slack = max(0.0, acc - (c + st))
-            other += (inp if m == 0 else max(0.0, inp - prev)) + slack
+            first_input = inp if m == 0 else 0.0
+            other += (0.0 if m == 0 else max(0.0, inp - prev)) + slack
             compute, stream, crossed = compute + c, stream + st, crossed + x
             prev = c + st + slack
-            last_bwd = 0.5 * (c + st)
+            last_bwd = back * (c + st)  # the updates run while the last backward sweep (and its recomputes) runs
         other += self.fixed_s(len(cand.micro_batches), blocks)
         accumulating = len(cand.micro_batches) > 1
         update = self.update_s[:, 1 if accumulating else 0]
         # The first kernel's update arrives last; updates the last backward sweep could not absorb queue before it.
-        other += self.fill_s + update[0] + max(0.0, float(update.sum()) - last_bwd)
+        boundary = self.fill_s + update[0]
+        other += boundary + max(0.0, float(update.sum()) - last_bwd)
+        # The step's first input: in the first step it arrives while the first chunk fills the path; in a
+        # later one it was sent while the previous step ended (its last micro-batch, drain, update, fill).
+        steps = self.scenario.training.steps
+        later = max(0.0, first_input - (boundary + prev))
+        other += (max(0.0, first_input - self.fill_s) + (steps - 1) * later) / steps
         total = compute + stream + other
+        # One flash channel serves every prefetch and the optimizer's flash reads, one at a time: the step is
+        # no shorter than that work and the writes left after its last read.
+        channel = self.flash_channel_s(len(cand.micro_batches), blocks)
+        if channel > 0:
+            bound = channel + float(self.flash_s[3][1 if accumulating else 0])
+            if bound > total:
+                other += bound - total
+                total = bound
         parts = {"compute": compute, "stream": stream, "other": other}
         return CandidateCost(
             checkpointing=cand.checkpointing,
