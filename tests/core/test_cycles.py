@@ -28,9 +28,43 @@ def small_wafer(**over) -> WaferConfig:
         hop_latency_cycles=2,
         io_bandwidth_Bps=1e9,
         partial_sum_overhead_cycles=4,
+        # A ring that never binds: these tests check the cores' terms; the ring has its own tests below.
+        partial_sum_ring_wavelets_per_cycle=1e9,
     )
     fields.update(over)
     return WaferConfig(**fields)
+
+
+# ---------------------------------------------------------------------------- the partial-sum ring
+
+
+def test_the_ring_bounds_a_narrow_kernel_at_out_features_times_tokens_per_core():
+    """One input feature per row (K <= R): the cores spend ceil(t_c/simd) + 4 per output feature, the ring
+    t_c; with t_c = 32 tokens per core the ring (32) beats the cores (8 + 4) and sets the pass."""
+    w = small_wafer(partial_sum_ring_wavelets_per_cycle=1)
+    M, K, tokens = 10, 4, 32 * 8  # K = R: one input feature per row; 32 tokens per core
+    kc = kernel_cycles("matmul", dense_profile(M, K), tokens, w)
+    fill = (w.core_rows + w.core_cols) * w.hop_latency_cycles
+    assert kc.bound_by == "partial_sum_ring"
+    assert kc.forward == M * 32 + fill
+    # Twice the ring's rate halves its bound (still above the cores' 12 per feature).
+    assert kernel_cycles("matmul", dense_profile(M, K), tokens,
+                         small_wafer(partial_sum_ring_wavelets_per_cycle=2)).forward == M * 16 + fill
+    # Backward data reduces over the input features on the same ring.
+    assert kc.backward >= K * 32 + fill
+
+
+def test_the_ring_never_binds_a_wide_dense_kernel():
+    """GPT-3 175B's 12288-wide layers put 17 input features on each WSE-2 row: the cores' 17 x ceil(t_c/4)
+    cycles per feature exceed the ring's t_c at every token count."""
+    from wss.model.scenario import load_scenario
+
+    wse2 = load_scenario({"name": "x", "hardware": {"preset": "cs2-cluster"}, "workload": {"model": "gpt3-125m"},
+                          "training": {"global_batch": 1}}).hardware.wafer
+    for tokens in (996, 8 * 2048, 64 * 2048):
+        assert kernel_cycles("matmul", dense_profile(12288, 12288), tokens, wse2).bound_by == "axpy"
+        assert kernel_cycles("matmul", dense_profile(3072, 768), tokens, wse2).bound_by == (
+            "partial_sum_ring" if tokens > 996 else "axpy")
 
 
 # ---------------------------------------------------------------------------- dense forward / backward

@@ -85,22 +85,23 @@ def test_slowest_link_sets_the_pace():
 
 def test_full_inbox_blocks_the_sender():
     env = simpy.Environment()
-    (link,), sink = build_chain(env, 1, bandwidth=10.0, latency=0.0, capacity=1, sink_capacity=1)
+    # A 10-byte buffer holds one 10-byte chunk by its bytes, two by the floor (MIN_CHUNKS_BUFFERED).
+    (link,), sink = build_chain(env, 1, bandwidth=10.0, latency=0.0, capacity=10, sink_capacity=1)
     accepted = []
     env.process(feed(env, link.inbox, 5, 10.0, accepted))  # one chunk takes 1 s on the link
     env.run(until=100)
-    # chunk 0 goes straight to the link, chunk 1 waits in the inbox (capacity 1) and is taken at t=0;
-    # chunk 2 fills the inbox when the link takes chunk 1... until the link blocks on the full sink.
-    assert accepted == [(0, 0.0), (1, 0.0), (2, 1.0)]
+    # chunk 0 goes straight to the link, chunks 1 and 2 wait in the inbox; chunk 3 gets in when the link
+    # takes chunk 1 at t=1, and then the link blocks on the full sink with chunk 1 in hand.
+    assert accepted == [(0, 0.0), (1, 0.0), (2, 0.0), (3, 1.0)]
     assert len(sink.items) == 1  # chunk 0 delivered, nobody drains
-    assert len(link.inbox.items) == 1  # chunk 2 waits; chunk 1 is held by the blocked link
+    assert len(link.inbox.items) == 2  # chunks 2 and 3 wait; chunk 1 is held by the blocked link
     assert link.busy_s == pytest.approx(2.0)
 
     # Draining the sink at t=100 releases the whole chain, one chunk per second.
     arrivals = []
     env.process(drain(env, sink, arrivals, 5))
     env.run()
-    assert accepted[3:] == [(3, 100.0), (4, 101.0)]
+    assert accepted[4:] == [(4, 100.0)]
     assert [seq for seq, _ in arrivals] == [0, 1, 2, 3, 4]
     assert [t for _, t in arrivals] == pytest.approx([100.0, 100.0, 101.0, 102.0, 103.0])
 
@@ -111,7 +112,7 @@ def test_backpressure_propagates_up_a_chain():
     accepted = []
     env.process(feed(env, links[0].inbox, 20, 1.0, accepted))
     env.run(until=50)
-    # a stuck sink holds the whole chain: each link holds one chunk in its inbox and one in hand,
-    # the sink one, and nothing more is accepted at the source.
-    assert len(accepted) == 1 + 2 * 3
+    # a stuck sink holds the whole chain: each link holds two chunks in its inbox (its floor) and one in
+    # hand, the sink one, and nothing more is accepted at the source.
+    assert len(accepted) == 1 + 3 * 3
     assert env.now == 50

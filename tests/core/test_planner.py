@@ -136,12 +136,17 @@ def test_auto_is_within_one_percent_of_the_best_forced_alternative(model, wafers
     auto = wss.simulate(s)
     assert s.training.global_batch % s.hardware.wafers or batch % 2  # a batch that does not divide evenly
     forced = []
+    feasible = set()
     for mode in ("none", "blocks"):
-        ranked = rank_candidates(wss.load_scenario(s, {"training.activation_checkpointing": mode}))
+        try:
+            ranked = rank_candidates(wss.load_scenario(s, {"training.activation_checkpointing": mode}))
+        except wss.InfeasibleError:  # GPT-3 175B: one sample's activations do not fit without checkpointing
+            continue
+        feasible.add(mode)
         by_count = sorted(ranked, key=lambda c: len(c.micro_batches))
         forced += by_count[:4]  # the four largest micro-batch sizes of the mode (all, if it has fewer)
     assert len({c.largest for c in forced}) >= 4
-    assert {c.checkpointing for c in forced} == {"none", "blocks"}
+    assert "blocks" in feasible and {c.checkpointing for c in forced} == feasible
     times = [wss.simulate(forced_scenario(s, c)).step_time_s for c in forced]
     best = min(times)
     assert auto.step_time_s <= best * 1.01, (auto.plan_choice.line() if auto.plan_choice else None,
@@ -201,4 +206,6 @@ ODD_BATCH = {"cerebras-gpt-1.3b": 131, "cerebras-gpt-6.7b": 131, "cerebras-gpt-1
 @pytest.mark.skipif(not os.environ.get("WSS_SLOW"), reason="the full grid simulates ~150 runs: set WSS_SLOW=1")
 @pytest.mark.parametrize("model, wafers", ISSUE_GRID)
 def test_auto_is_within_one_percent_of_the_best_forced_alternative_on_the_full_grid(model, wafers):
-    test_auto_is_within_one_percent_of_the_best_forced_alternative(model, wafers, ODD_BATCH[model])
+    # At least 8 samples per wafer, so that four micro-batch sizes exist; still not a multiple of the wafers.
+    batch = max(ODD_BATCH[model], 8 * wafers + 3)
+    test_auto_is_within_one_percent_of_the_best_forced_alternative(model, wafers, batch)

@@ -30,7 +30,7 @@ CROSS_CHECK = {
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
     "gpt3_175b": ({}, 0.04, None),
-    "gpt3_6.7b_sparse": ({}, 0.17, "runtime overlap"),
+    "gpt3_6.7b_sparse": ({}, 0.56, "bounded buffers"),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.60,
@@ -38,7 +38,7 @@ CROSS_CHECK = {
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        -0.98,
+        -1.08,
         "bounded buffers",
     ),
 }

@@ -12,7 +12,14 @@ Cerebras Systems using Weight Streaming", Cerebras blog, 2021:
   tail-worker effect);
 * every output feature costs a fixed partial-sum overhead (4 cycles) on every
   row whatever the sparsity (Amdahl's law for sparsity);
-* a kernel also pays mesh fill/drain: ``(R + C)`` hops.
+* a kernel also pays mesh fill/drain: ``(R + C)`` hops;
+* the fabric: each completed output feature's partial sums (``t_c`` fp32 values per core) are
+  reduced along the column's partial-sum ring, one 32-bit wavelet per link per cycle (Cerebras
+  SDK documentation), concurrently with the next features' AXPYs.  Every link of the ring carries
+  every feature's ``t_c`` values, so a kernel takes at least ``M t_c`` cycles: it binds when a row
+  holds few input features (``ceil(K / R) x ceil(t_c / simd) + 4 < t_c``, narrow layers: d up to
+  about 3 x 757 on WSE-2).  The weights' delivery along the rows (one wavelet per weight, index
+  included) never binds: a weight costs at least one AXPY cycle, and a row receives one per cycle.
 
 Backward = delta propagation ``dX = W^T dY`` (the same AXPYs with broadcast
 and reduction swapped, dY's features on rows, one overhead per input feature)
@@ -88,13 +95,18 @@ def sampled_profile(out_features: int, in_features: int, density: float, rng: np
 
 @dataclass(frozen=True)
 class KernelCycles:
-    """Cycles of one kernel pass on one wafer for one micro-batch."""
+    """Cycles of one kernel pass on one wafer for one micro-batch.
+
+    ``bound_by`` says what sets the forward pass: ``'axpy'`` (the cores' AXPYs and partial-sum
+    overhead), ``'partial_sum_ring'`` (the column ring's bandwidth) or ``'gather'`` (an embedding).
+    """
 
     forward: float
     backward: float
     busiest_row_nnz: int
     axpy_cycles: int
     tokens_per_core: int
+    bound_by: str = "axpy"
 
 
 def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfig) -> KernelCycles:
@@ -106,12 +118,17 @@ def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfi
     if kind == "embedding":
         gather = math.ceil(tokens * profile.in_features / (wafer.cores * wafer.simd_width))
         eff = wafer.kernel_efficiency
-        return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c)
+        return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c, "gather")
     ovh = wafer.partial_sum_overhead_cycles
     busy_in = profile.busiest_input_row(R)
     busy_out = profile.busiest_output_row(R)
-    forward = busy_in * axpy + profile.out_features * ovh + fill
-    backward_data = busy_out * axpy + profile.in_features * ovh + fill
+    ring = t_c / wafer.partial_sum_ring_wavelets_per_cycle  # cycles per feature on every link of the ring
+    cores_f = busy_in * axpy + profile.out_features * ovh
+    ring_f = profile.out_features * ring
+    forward = max(cores_f, ring_f) + fill
+    # Backward data: dY's features on rows, reductions over the input features on the ring.
+    backward_data = max(busy_out * axpy + profile.in_features * ovh, profile.in_features * ring) + fill
     backward_weight = busy_in * axpy + C * wafer.hop_latency_cycles
     eff = wafer.kernel_efficiency  # achieved fraction of this ideal schedule (1.0 unless calibrated)
-    return KernelCycles(forward / eff, (backward_data + backward_weight) / eff, busy_in, axpy, t_c)
+    bound = "partial_sum_ring" if ring_f > cores_f else "axpy"
+    return KernelCycles(forward / eff, (backward_data + backward_weight) / eff, busy_in, axpy, t_c, bound)

@@ -13,8 +13,10 @@ with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass 
   chunk no faster than a hop's latency lets the credits through), ``C`` its cycles from the
   cycle model at that micro-batch's token count over the clock (the wafer's intake likewise
   paced by the last hop's latency), ``U`` the gradients over the slowest stage up;
-* the non-weight ops add their seconds at the wafer's non-weight rate; a checkpointed block
-  runs its kernels' and ops' forward again before its backward;
+* the non-weight ops add their seconds at the wafer's non-weight rate, while the stream runs ahead
+  into the buffers (hiding stream-bound passes' waits, at most what the buffers past the slowest
+  stage hold per op); a checkpointed block runs its kernels' and ops' forward again before its
+  backward;
 * a micro-batch takes no less than MemoryX's optimizer needs to accumulate its gradients, and
   waits for its input where the transfer outlasts the micro-batch before it;
 * per step: one fill (the first chunk across every stage), one drain (the last gradient chunk
@@ -23,7 +25,7 @@ with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass 
   micro-batch and one per step, which the wafer pays in series with its work.
 
 It leaves out what the closed-form estimate (:mod:`wss.studies.estimate`) adds: the stream
-running ahead into the buffers while the wafer computes, and the optimizer's exact queue.
+running ahead from one weight pass into the next, and the optimizer's exact queue.
 That makes it a little pessimistic where passes alternate between stream- and compute-bound,
 the same for every candidate of a run; ``tests/core/test_planner.py`` checks against the
 simulator that the candidate it chooses is within 1% of the best one simulated.
@@ -72,6 +74,8 @@ class Costing:
     in_block: np.ndarray  # is the kernel recomputed under 'blocks' checkpointing?
     stream_bytes: np.ndarray  # one pass, one wafer
     intake_chunks: np.ndarray  # chunks of each kernel the wafer's ingress buffer holds
+    lookahead_s: float  # stream seconds the buffers past the slowest stage hold (median kernel)
+    op_count: tuple[int, int]  # non-weight ops, and those inside blocks (recomputed under 'blocks')
     op_flops: tuple[float, float, float]  # non-weight FLOPs per token: forward, backward, blocks' forward
     acc_s: tuple[float, float]  # MemoryX accumulation of every kernel's gradient: first micro-batch, later ones
     update_s: np.ndarray  # each kernel's update (with and without accumulation): [single, accumulating]
@@ -124,29 +128,7 @@ class Costing:
             sum(op.flops_per_token for op in wafer_ops if op.block is not None),
         )
         owns = np.array([o == i for i, o in enumerate(placement.owners)])
-        opt_rate, svc_dram = mx.shards * mx.optimizer_flops, dram
-        f_read, f_write = mx.shards * mx.flash_read_bandwidth_Bps, mx.shards * mx.flash_write_bandwidth_Bps
-
-        def job(read_scalars: float, write_scalars: float, flops: float) -> np.ndarray:
-            """Each kernel's optimizer job: DRAM-resident at DRAM rate, flash-resident read then written."""
-            rb, wb, c = nnz * SCALAR_BYTES * read_scalars, nnz * SCALAR_BYTES * write_scalars, nnz * flops / opt_rate
-            in_dram = np.maximum((rb + wb) / svc_dram, c)
-            in_flash = rb / f_read + np.maximum(wb / f_write, c - rb / f_read)
-            return np.where(owns, np.where(flash, in_flash, in_dram), 0.0)
-
-        def flash_read(read_scalars: float) -> np.ndarray:
-            """The flash-channel seconds of those jobs (their reads of flash-resident state)."""
-            return np.where(owns & flash, nnz * SCALAR_BYTES * read_scalars / f_read, 0.0)
-
-        acc0, acc1 = job(0, 1, 0).sum(), job(1, 1, 1).sum()
-        update = np.stack([job(optimizer.read_scalars, optimizer.write_scalars, optimizer.flops),
-                           job(optimizer.read_scalars + 1, optimizer.write_scalars, optimizer.flops)], axis=1)
-        upd_read = np.stack([flash_read(optimizer.read_scalars), flash_read(optimizer.read_scalars + 1)], axis=1)
-        # After the channel's last read (the update of the first flash-resident kernel, which comes last),
-        # the optimizer still writes that kernel's state.
-        last = int(np.argmax(owns & flash)) if bool((owns & flash).any()) else 0
-        channel = (np.where(flash, read_b / f_read, 0.0), (float(flash_read(0).sum()), float(flash_read(1).sum())),
-                   upd_read.sum(axis=0), update[last] - upd_read[last])
+        acc0, acc1, update, channel = _optimizer_terms(scenario, optimizer, nnz, read_b, owns, flash)
         fill = float(down[0, 0] + link[0].sum() + up[0].sum() + 2 * (depth + 1) * hop)
         if s.workload.model.input == "tokens":
             per_sample = s.seq_len * TOKEN_ID_BYTES
@@ -164,6 +146,10 @@ class Costing:
             stream_bytes=stream_b,
             intake_chunks=np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
                                     for x, n in zip(stream_b, chunks)], dtype=float),
+            lookahead_s=float(np.median(
+                (depth * (b[:, 0] + 1) + np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
+                                                   for x, n in zip(stream_b, chunks)])) * stream_s / chunks)),
+            op_count=(len(wafer_ops), sum(op.block is not None for op in wafer_ops)),
             op_flops=op_flops,
             acc_s=(float(acc0), float(acc1)),
             update_s=update,
@@ -212,9 +198,17 @@ class Costing:
         ops_s = tokens * (f + fb + (fr if blocks else 0.0)) / (wafer.peak_flops * wafer.nonweight_efficiency)
         crossed = self.stream_bytes.sum() + (self.stream_bytes * self.bwd_streamed).sum()
         crossed += (self.stream_bytes * self.in_block).sum() if blocks else 0.0
+        # While the wafer runs a non-weight op the stream runs ahead into the buffers (at most what they
+        # hold past the slowest stage), which hides stream time of the stream-bound passes.
+        deficit = float(np.maximum(0.0, fwd - cf_p).sum() + np.maximum(0.0, bwd - cb_p).sum())
+        deficit += float(np.where(self.in_block, np.maximum(0.0, fwd - cf_p), 0.0).sum()) if blocks else 0.0
+        n_ops, n_block_ops = self.op_count
+        gaps = 2 * n_ops + (n_block_ops if blocks else 0)
+        hidden = min(ops_s, deficit, gaps * self.lookahead_s)
         sweep = float(total.sum())
         back = float((bwd + rec).sum()) / sweep if sweep > 0 else 0.5
-        out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()), float(crossed), back)
+        out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()) - hidden, float(crossed),
+               back)
         cache[("mb", tokens, blocks)] = out
         return out
 
@@ -283,6 +277,44 @@ class Costing:
             weight_crossings=crossed / float(self.stream_bytes.sum()) if self.stream_bytes.sum() else 0.0,
             sram_bytes_needed=cand.sram_bytes_needed,
         )
+
+
+def _optimizer_terms(
+    scenario: Scenario, optimizer: OptimizerCost, nnz: np.ndarray, read_b: np.ndarray, owns: np.ndarray,
+    flash: np.ndarray,
+) -> tuple[float, float, np.ndarray, tuple[np.ndarray, tuple[float, float], np.ndarray, np.ndarray]]:
+    """The optimizer's jobs and the flash channel, per kernel, for :meth:`Costing.of`.
+
+    Returns the accumulation of every kernel's gradient (first micro-batch, later ones), each
+    kernel's update ``[single, accumulating]``, and the flash channel's work: each kernel's
+    prefetch read per streamed pass, the accumulations' and the updates' flash reads, and the writes
+    left after the channel's last read.
+    """
+    mx = scenario.hardware.memoryx
+    opt_rate, svc_dram = mx.shards * mx.optimizer_flops, mx.shards * mx.dram_bandwidth_Bps
+    f_read, f_write = mx.shards * mx.flash_read_bandwidth_Bps, mx.shards * mx.flash_write_bandwidth_Bps
+
+    def job(read_scalars: float, write_scalars: float, flops: float) -> np.ndarray:
+        """Each kernel's optimizer job: DRAM-resident at DRAM rate, flash-resident read then written."""
+        rb, wb, c = nnz * SCALAR_BYTES * read_scalars, nnz * SCALAR_BYTES * write_scalars, nnz * flops / opt_rate
+        in_dram = np.maximum((rb + wb) / svc_dram, c)
+        in_flash = rb / f_read + np.maximum(wb / f_write, c - rb / f_read)
+        return np.where(owns, np.where(flash, in_flash, in_dram), 0.0)
+
+    def flash_read(read_scalars: float) -> np.ndarray:
+        """The flash-channel seconds of those jobs (their reads of flash-resident state)."""
+        return np.where(owns & flash, nnz * SCALAR_BYTES * read_scalars / f_read, 0.0)
+
+    acc0, acc1 = float(job(0, 1, 0).sum()), float(job(1, 1, 1).sum())
+    update = np.stack([job(optimizer.read_scalars, optimizer.write_scalars, optimizer.flops),
+                       job(optimizer.read_scalars + 1, optimizer.write_scalars, optimizer.flops)], axis=1)
+    upd_read = np.stack([flash_read(optimizer.read_scalars), flash_read(optimizer.read_scalars + 1)], axis=1)
+    # After the channel's last read (the update of the first flash-resident kernel, which comes last),
+    # the optimizer still writes that kernel's state.
+    last = int(np.argmax(owns & flash)) if bool((owns & flash).any()) else 0
+    channel = (np.where(flash, read_b / f_read, 0.0), (float(flash_read(0).sum()), float(flash_read(1).sum())),
+               upd_read.sum(axis=0), update[last] - upd_read[last])
+    return acc0, acc1, update, channel
 
 
 def rank(costing: Costing, candidates: Sequence[Candidate]) -> list[CandidateCost]:

@@ -42,6 +42,11 @@ class WaferConfig(Frozen):
         description="The wafer's ingress buffer for streamed weights, bytes (part of the reserved SRAM): how far "
         "the stream can run ahead of the kernel being computed.",
     )
+    partial_sum_ring_wavelets_per_cycle: PosFloat = Field(
+        1.0,
+        description="Partial sums the column's partial-sum ring moves per cycle on each link (one 32-bit wavelet "
+        "per link per cycle; partial sums are fp32). Bounds a kernel at out_features x tokens-per-core cycles.",
+    )
     partial_sum_overhead_cycles: NonNegFloat = Field(
         4.0, description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4)."
     )
