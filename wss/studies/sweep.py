@@ -81,6 +81,9 @@ METRIC_COLUMNS = (
     "bound_by",
     *_BREAKDOWN,
     "fraction_of_peak",
+    "energy_per_step_J",
+    "energy_per_token_J",
+    "average_power_W",
     *_MEMORY,
     "loss",
     "accuracy",
@@ -229,6 +232,11 @@ def _metrics(out: Any) -> dict[str, Any]:
     row["fraction_of_peak"] = getattr(flops, "fraction_of_peak", None) if flops is not None else None
     if row["fraction_of_peak"] is None:
         row["fraction_of_peak"] = getattr(out, "fraction_of_peak", None)
+    energy = getattr(out, "energy", None)  # None: an Estimate, or hardware without power figures
+    if energy is not None:
+        row["energy_per_step_J"] = energy.per_step_J
+        row["energy_per_token_J"] = energy.per_token_J
+        row["average_power_W"] = energy.average_power_W
     memory = _as_dict(getattr(out, "memory", None))
     for name in _MEMORY:  # an Estimate has no footprint but may carry some of its fields (micro_batches)
         row[name] = memory[name] if name in memory else getattr(out, name, None)
