@@ -103,7 +103,7 @@ def test_validate_prints_the_plan_and_writes_nothing(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ok:")
     assert re.search(r"\b64 x wse2\b", run.stdout)
-    assert "checkpointing blocks" in run.stdout
+    assert "checkpointing offload" in run.stdout
     assert list(tmp_path.iterdir()) == []
 
 
@@ -213,7 +213,7 @@ BAD = {
         name: x
         hardware: {preset: cs2-brain-scale, wafers: 1}
         workload: {model: brain-120t}
-        training: {global_batch: 1, seq_len: 2048}
+        training: {global_batch: 1, seq_len: 2048, activation_checkpointing: blocks}
         """,
         [],
         ["training.micro_batch:", "one sample"],

@@ -184,10 +184,16 @@ def test_step_time_is_positive_and_finite_and_the_breakdown_sums_to_it(raw):
 def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
     """Slowing one bandwidth (or the clock, or the optimizer) never makes the step shorter.
 
-    No slack: 3,000 random draws found no step shortened by any amount, however small.
+    No slack: 3,000 random draws found no step shortened by any amount, however small.  The plan is
+    pinned to the one chosen for the base: ``auto`` may choose another plan for the slower machine, one
+    its analytic ranking put within 1% of the best, which the simulator can then find a little faster
+    (tests/core/test_planner.py checks the choice itself).
     """
     base = build(raw)
-    slower = build(raw, {rate: get(base, rate) * factor})
+    plan = wss.plan(base)
+    pin = {"training.activation_checkpointing": plan.checkpointing, "training.micro_batch": max(plan.micro_batches)}
+    base = build(raw, pin)
+    slower = build(raw, {**pin, rate: get(base, rate) * factor})
     t0 = wss.simulate(base).step_time_s
     t1 = wss.simulate(slower).step_time_s
     assert t1 >= t0, (rate, factor, t0, t1)

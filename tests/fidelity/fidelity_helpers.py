@@ -23,14 +23,14 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.46, "runtime overlap"),
-    "cerebras_gpt_13b": ({}, 0.03, None),
-    "cs3_gpt3_13b": ({}, 0.02, None),
+    "bert_large": ({}, 0.45, "runtime overlap"),
+    "cerebras_gpt_13b": ({}, 0.05, None),
+    "cs3_gpt3_13b": ({}, 0.04, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
-    "gpt3_175b": ({}, 0.04, None),
-    "gpt3_6.7b_sparse": ({}, 0.56, "bounded buffers"),
+    "gpt3_175b": ({}, 0.07, None),
+    "gpt3_6.7b_sparse": ({}, 0.50, "bounded buffers"),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.60,
@@ -38,12 +38,12 @@ CROSS_CHECK = {
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        -1.08,
-        "bounded buffers",
+        -0.45,
+        None,  # offload with flash-resident state: the prefetch interleaving (docs/fidelity.md)
     ),
 }
 #: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
-FULL_SIZE = {"brain_120t": -1.47, "gpt_1t": -1.55}  # unchanged by the fixed costs: 0.1 s of a 44,047 s or 335 s step
+FULL_SIZE = {"brain_120t": -0.50, "gpt_1t": -0.50}
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 

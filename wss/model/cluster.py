@@ -18,11 +18,13 @@ wires the parts, and nothing starts until :func:`run_cluster` starts it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simpy
 
+from wss.model.components.activations import ActivationReturn, ActivationStore, ActivationStoreSettings
 from wss.model.components.inputs import TOKEN_ID_BYTES, InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
@@ -31,6 +33,7 @@ from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import FOLDED_PREFIX, Plan
+from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.stall import run_or_explain
@@ -61,12 +64,15 @@ class Cluster:
     wafer: Wafer
     inputs: InputWorkers
     flash_channel: simpy.Resource
+    activations: ActivationStore | None = None
+    offload_in: Link | None = None  # the second channel of the wafer's leaf edge, for offloaded activations
     events: int = 0
     snapshots: dict = field(default_factory=dict)
     fold: Fold | None = None
 
     def links(self) -> list[Link]:
-        return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in]
+        extra = [self.offload_in] if self.offload_in is not None else []
+        return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in, *extra]
 
     def counters(self) -> dict[str, float]:
         """Every busy-time and byte counter, by name (what folding extrapolates)."""
@@ -87,7 +93,8 @@ class Cluster:
 
     def state(self) -> tuple:
         """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
-        stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.memoryx.grad_inbox]
+        stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.wafer.act_intake,
+                                                          self.memoryx.grad_inbox]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged)
 
@@ -95,6 +102,9 @@ class Cluster:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
         names: dict[int, str] = {id(link.inbox): f"the inbox of {link.name}" for link in self.links()}
         names[id(self.wafer.intake)] = "the wafer's intake"
+        names[id(self.wafer.act_intake)] = "the wafer's intake of offloaded activations"
+        for (step, mb), ev in self.wafer.forward_done.items():
+            names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
         names[id(self.memoryx.grad_inbox)] = "MemoryX's gradient inbox"
         names[id(self.optimizer.queue)] = "the optimizer's job queue"
         names[id(self.flash_channel)] = "the flash channel"
@@ -194,6 +204,7 @@ def input_settings(plan: Plan) -> InputSettings:
 def wafer_settings(plan: Plan) -> WaferSettings:
     """The busiest wafer (the largest shard), which sets the pace of a uniform cluster."""
     s = plan.scenario
+    offload = offload_bytes_per_token(plan)
     return WaferSettings(
         clock_Hz=s.hardware.wafer.clock_Hz,
         kernels=tuple(KernelWork(k.n_chunks, k.grad_bytes, k.cycles) for k in plan.kernels),
@@ -203,7 +214,41 @@ def wafer_settings(plan: Plan) -> WaferSettings:
         kernel_switch_s=s.hardware.runtime.kernel_switch_s,
         micro_batch_overhead_s=s.hardware.runtime.micro_batch_overhead_s,
         step_overhead_s=s.hardware.runtime.step_overhead_s,
+        offload_bytes_per_token=offload,
+        offload_chunk_bytes=s.simulation.chunk_bytes / OFFLOAD_CHUNK_DIVISOR,
+        offload_buffer_bytes=max(1, math.ceil(max(offload.values(), default=0.0) * max(plan.tokens_per_micro_batch))),
     )
+
+
+#: Offloaded activations travel in chunks this many times smaller than the weights'.  They share the
+#: wafer's edge with the weight stream, taking turns chunk by chunk, where the hardware interleaves
+#: packets: finer chunks let a waiting weight chunk through sooner, and the step then no longer
+#: depends on ``simulation.chunk_bytes`` (tests/core/test_buffers.py).
+OFFLOAD_CHUNK_DIVISOR = 8
+
+
+def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
+    """With activation offload: the op position starting each block -> its input's bytes per token."""
+    if plan.checkpointing != "offload":
+        return {}
+    act_b = PRECISION_BYTES[plan.scenario.training.activation_precision]
+    widths = block_input_widths(plan.ops)
+    starts: dict[int, int] = {}
+    for pos, op in enumerate(plan.ops):
+        if op.block is not None:
+            starts.setdefault(op.block, pos)
+    return {pos: float(widths[b] * act_b) for b, pos in starts.items() if b in widths}
+
+
+def activation_store_settings(plan: Plan, program: list[Pass], wafer: WaferSettings) -> ActivationStoreSettings:
+    """The block inputs to send back, one per recompute of a block's first op, in program order."""
+    returns = tuple(
+        ActivationReturn(p.step, p.micro_batch, p.index, total, wafer.offload_chunks(total))
+        for p in program
+        if p.phase == "recompute" and p.op in wafer.offload_bytes_per_token
+        for total in (wafer.offload_bytes_per_token[p.op] * p.tokens,)
+    )
+    return ActivationStoreSettings(returns)
 
 
 def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
@@ -230,8 +275,21 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     swarmx = SwarmX(env, swarmx_settings(plan))
     memoryx_in = memoryx_in_link(env, plan)
     inputs = InputWorkers(env, input_settings(plan))
-    wafer = Wafer(env, wafer_settings(plan), program, inputs.ready, inputs.mb_started)
+    w_settings = wafer_settings(plan)
+    wafer = Wafer(env, w_settings, program, inputs.ready, inputs.mb_started)
     wafer.progress = progress
+    activations, returns = None, None
+    if w_settings.offload_bytes_per_token:
+        # Offloaded block inputs end at the wafer's edge going up, and come back on a second channel of the
+        # wafer's leaf edge (its own buffers, the same wire as the weights).
+        leaf = swarmx.down[-1]
+        returns = Link(env, "wafer.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
+                       plan.scenario.hardware.wafer.ingress_buffer_bytes)
+        returns.share_wire(leaf)
+        returns.connect(wafer.act_intake)
+        activations = ActivationStore(env, activation_store_settings(plan, program, w_settings), wafer.forward_done)
+        activations.connect(returns.inbox)
+        swarmx.up[0].route("activation", None)
 
     memoryx.connect(swarmx.down[0].inbox)
     swarmx.down[-1].connect(wafer.intake)
@@ -239,7 +297,8 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     swarmx.up[-1].connect(memoryx_in.inbox)
     memoryx_in.connect(memoryx.grad_inbox)
 
-    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel)
+    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel,
+                      activations, returns)
     if record:
         memoryx.record()
         for link in cluster.links():
@@ -261,16 +320,19 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     cluster = build_cluster(plan, record, progress)
     env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
     # Start order matters: SimPy runs events due at the same time in the order they were scheduled.
+    extra_links = [cluster.offload_in] if cluster.offload_in is not None else []
     processes = {
         "memoryx.stream": env.process(memoryx.stream()),
         "memoryx.receive": env.process(memoryx.receive()),
         optimizer.name: env.process(optimizer.run()),
         cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
         cluster.inputs.name: env.process(cluster.inputs.run()),
-        **{link.name: env.process(link.run()) for link in (*cluster.swarmx.down, *cluster.swarmx.up)},
+        **{link.name: env.process(link.run()) for link in (*cluster.swarmx.down, *cluster.swarmx.up, *extra_links)},
     }
     if memoryx.staging is not None:
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
+    if cluster.activations is not None:
+        processes[cluster.activations.name] = env.process(cluster.activations.run())
     processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.

@@ -281,7 +281,7 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
     plan = cluster.plan
     hw = plan.scenario.hardware
     dense = executed = 0.0
-    recompute_blocks = plan.checkpointing == "blocks"
+    recompute_blocks = plan.checkpointing in ("blocks", "offload")
     for op in plan.ops:
         if isinstance(op, StreamedKernel):
             if op.kind == "embedding":
@@ -337,6 +337,8 @@ def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
         add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
     add("swarmx->memoryx", shards, cluster.total(cluster.memoryx_in.name + ".bytes") / shards)
     add("inputs->wafer", n, cluster.total("inputs.bytes"))
+    if cluster.offload_in is not None:  # offloaded block inputs coming back over each wafer's edge
+        add("activations->wafer", n, cluster.total(cluster.offload_in.name + ".bytes"))
     return out
 
 

@@ -46,7 +46,7 @@ def build_program(plan: Plan) -> list[Pass]:
     for pos, op in enumerate(ops):
         if op.block is not None:
             blocks.setdefault(op.block, []).append(pos)
-    recompute = plan.checkpointing == "blocks"
+    recompute = plan.checkpointing in ("blocks", "offload")
     out: list[Pass] = []
 
     def add(step: int, mb: int, pos: int, phase: str, tokens: int) -> None:

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: How the time of a step is split (see wss.model.components.wafer).
-BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input", "switch", "runtime")
+BREAKDOWN_CATEGORIES = ("compute", "stream", "flash", "optimizer", "bubble", "input", "switch", "runtime", "offload")
 
 #: A pass whose waits for the weight path stay under this fraction of its time is paced by its
 #: compute: such waits are latency, not a rate limit.  A classification threshold, not a hardware figure.
@@ -151,6 +151,9 @@ class KernelRecord(_Data):
     stall_switch_s: float = Field(0.0, description="Seconds the wafer spent switching to this kernel (fixed cost).")
     stall_runtime_s: float = Field(
         0.0, description="Seconds of the runtime's fixed costs at the start of this step or micro-batch."
+    )
+    stall_offload_s: float = Field(
+        0.0, description="Seconds the wafer spent sending a block's input out or waiting for it to come back."
     )
 
     @model_serializer(mode="wrap")

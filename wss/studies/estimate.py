@@ -85,6 +85,7 @@ from wss.model.components.inputs import TOKEN_ID_BYTES
 from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import SCALAR_BYTES
 from wss.model.plan import KernelPlan, Plan, make_plan
+from wss.model.plan.micro_batching import block_input_widths
 from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
 from wss.model.workload import WaferOp
@@ -92,7 +93,8 @@ from wss.model.workload import WaferOp
 __all__ = ["Estimate", "estimate", "estimate_plan", "TERMS"]
 
 #: The additive terms of one step (``Estimate.terms_s``), in the order they are reported.
-TERMS = ("passes", "fill", "drain", "update", "optimizer_tail", "flash_excess", "input", "switch", "runtime")
+TERMS = ("passes", "fill", "drain", "update", "optimizer_tail", "flash_excess", "input", "switch", "runtime",
+         "offload")
 
 
 class Estimate(BaseModel):
@@ -279,7 +281,7 @@ def _items(plan: Plan, path: _Path, ways: list[_Way], tokens: int) -> list[_Item
     either copy shows as a disagreement."""
     clock = plan.scenario.hardware.wafer.clock_Hz
     retain = plan.scenario.training.retain_output_layer
-    recompute = plan.checkpointing == "blocks"
+    recompute = plan.checkpointing in ("blocks", "offload")
 
     def item(pos: int, phase: str) -> _Item:
         op = plan.ops[pos]
@@ -665,10 +667,35 @@ def _fixed_costs(plan: Plan) -> tuple[float, float]:
     leaves out: where a fixed cost is large against a stream-bound pass, the estimate is pessimistic.
     """
     rt = plan.scenario.hardware.runtime
-    recomputed = sum(k.kernel.block is not None for k in plan.kernels) if plan.checkpointing == "blocks" else 0
+    recomputing = plan.checkpointing in ("blocks", "offload")
+    recomputed = sum(k.kernel.block is not None for k in plan.kernels) if recomputing else 0
     kernel_passes = len(plan.micro_batches) * (2 * len(plan.kernels) + recomputed)
     runtime = rt.step_overhead_s + len(plan.micro_batches) * rt.micro_batch_overhead_s
     return kernel_passes * rt.kernel_switch_s, runtime
+
+
+def _offload_s(plan: Plan, passes_s: float) -> float:
+    """With activation offload: what the block inputs add to a step, out and back over the wafer's edge.
+
+    As the planner prices it: each micro-batch's block inputs cross the leaf edge out (beside the
+    gradients) and back (beside the weights) in whatever time those have to spare; the rest adds.
+    """
+    if plan.checkpointing != "offload":
+        return 0.0
+    s = plan.scenario
+    hw = s.hardware
+    edge = min(hw.swarmx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
+    per_token = sum(block_input_widths(plan.ops).values()) * PRECISION_BYTES[s.training.activation_precision]
+    retain = s.training.retain_output_layer
+    down = sum(kp.stream_bytes * (2 + (kp.kernel.block is not None) - (retain and kp.kernel.is_output))
+               for kp in plan.kernels)
+    up = sum(kp.grad_bytes for kp in plan.kernels)
+    busy = passes_s / len(plan.micro_batches)
+    out = 0.0
+    for tokens in plan.tokens_per_micro_batch:
+        act = tokens * per_token / edge
+        out += max(0.0, act - max(0.0, busy - down / edge), act - max(0.0, busy - up / edge))
+    return out
 
 
 def estimate_plan(plan: Plan) -> Estimate:
@@ -678,8 +705,9 @@ def estimate_plan(plan: Plan) -> Estimate:
     way = model.ways[0]
     terms, breakdown, pacing = _per_step(_run(model, s.training.steps), s.training.steps)
     switch, runtime = _fixed_costs(plan)
+    offload = _offload_s(plan, terms["passes"])
     for part in (terms, breakdown, pacing):
-        part["switch"], part["runtime"] = switch, runtime
+        part["switch"], part["runtime"], part["offload"] = switch, runtime, offload
     step = sum(terms.values())
     samples = s.training.global_batch
     return Estimate(

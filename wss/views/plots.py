@@ -66,6 +66,7 @@ CAUSE_COLOURS = {
     "input": "#79706e",
     "switch": "#ff9da6",
     "runtime": "#bab0ac",
+    "offload": "#72b7b2",
     "memoryx_dram": "#54a24b",
     "memoryx_flash": "#9d755d",
     "optimizer_flops": "#eeca3b",

@@ -27,7 +27,11 @@ __all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Link", "chunks_buffered
 
 @dataclass(eq=False)
 class Chunk:
-    """A piece of one kernel pass in flight (weights down or gradients up)."""
+    """A piece of one pass in flight: weights down, gradients up, or offloaded activations either way.
+
+    ``kind`` is ``'weights'`` (weights or gradients, which follow the tree) or ``'activation'`` (a block
+    input offloaded from the wafer or returning to it, which only crosses the wafer's own edge).
+    """
 
     pass_index: int
     seq: int
@@ -37,6 +41,7 @@ class Chunk:
     cause_wait_s: float = 0.0
     queued_s: float = 0.0
     ready_at: float = 0.0
+    kind: str = "weights"
 
     @property
     def last(self) -> bool:
@@ -107,6 +112,9 @@ class Link:
         self.latency_s = latency_s
         self.inbox = ByteStore(env, buffer_bytes)
         self.out: simpy.Store | None = None
+        self.routes: dict[str, simpy.Store | None] = {}
+        #: The physical wire, when another Link (a second channel on the same edge) shares it.
+        self.wire: simpy.Resource | None = None
         self.busy_s = 0.0
         self.bytes = 0.0
         self.chunks = 0
@@ -123,6 +131,17 @@ class Link:
         """Wire the store this link delivers into."""
         self.out = out
 
+    def share_wire(self, other: Link) -> None:
+        """Make this link and ``other`` two channels of one wire: they take turns serialising, in the
+        order they ask, and neither blocks the other while it waits for room downstream."""
+        wire = self.wire or other.wire or simpy.Resource(self.env, capacity=1)
+        self.wire = other.wire = wire
+
+    def route(self, kind: str, out: simpy.Store | None) -> None:
+        """Deliver chunks of ``kind`` into ``out`` instead (``None``: they end here, e.g. offloaded activations
+        leaving the wafer's edge for the activation store)."""
+        self.routes[kind] = out
+
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: forward chunks for ever."""
         env, out = self.env, self.out
@@ -132,12 +151,24 @@ class Link:
             if self.occupancy is not None:
                 self.occupancy.append((env.now, len(self.inbox.items)))
             dt = chunk.bytes / self.bandwidth_Bps
-            # Wait out the flight of the previous hop and serialise in one event.
-            yield env.timeout(max(chunk.ready_at - env.now, 0.0) + dt)
+            if self.wire is None:
+                # Wait out the flight of the previous hop and serialise in one event.
+                yield env.timeout(max(chunk.ready_at - env.now, 0.0) + dt)
+            else:  # a shared wire: serialise only while holding it (each channel has its own buffers)
+                if chunk.ready_at > env.now:
+                    yield env.timeout(chunk.ready_at - env.now)
+                with self.wire.request() as req:
+                    yield req
+                    yield env.timeout(dt)
             self.busy_s += dt
             self.bytes += chunk.bytes
             if self.spans is not None:
                 self.spans.append((env.now - dt, env.now, chunk.pass_index, chunk.bytes))
             self.chunks += 1
             chunk.ready_at = env.now + self.latency_s
+            if chunk.kind in self.routes:
+                target = self.routes[chunk.kind]
+                if target is not None:
+                    yield target.put(chunk)
+                continue
             yield out.put(chunk)

@@ -21,13 +21,16 @@ exactly into compute and stalls:
 ``switch``     switching the wafer to the next weight kernel (a fixed cost per
                kernel pass: its program and routes; MemoryX streams meanwhile);
 ``runtime``    the runtime's fixed costs at the start of every step and
-               micro-batch (host synchronisation, loss and metric reporting).
+               micro-batch (host synchronisation, loss and metric reporting);
+``offload``    sending a block's input out over the wafer's I/O, or waiting for
+               it to come back before the block's recompute (activation offload).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
@@ -74,6 +77,15 @@ class WaferSettings:
     kernel_switch_s, micro_batch_overhead_s, step_overhead_s
         Fixed costs: per pass of a weight kernel, at the start of every micro-batch, at the
         start of every step (the runtime's; see ``RuntimeConfig``).
+    offload_bytes_per_token
+        With activation offload: for the op position that starts each block, the bytes per token of
+        the block's input, written out at its forward pass and read back before its recompute.
+    offload_chunk_bytes
+        Size of one chunk of offloaded activations.
+    offload_buffer_bytes
+        SRAM for one block input arriving back (the planner's SRAM budget for offload holds two: the one
+        being recomputed and the next); a block input leaving is sent from where it is while the
+        wafer goes on, one block at a time.
     """
 
     clock_Hz: float
@@ -84,7 +96,14 @@ class WaferSettings:
     kernel_switch_s: float = 0.0
     micro_batch_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
+    offload_bytes_per_token: Mapping[int, float] = field(default_factory=dict)
+    offload_chunk_bytes: float = 64 * 2**20
+    offload_buffer_bytes: int = 1
     name: str = "wafer"
+
+    def offload_chunks(self, total_bytes: float) -> int:
+        """Chunks one offloaded block input travels in."""
+        return max(1, math.ceil(total_bytes / self.offload_chunk_bytes))
 
 
 class PassTiming:
@@ -114,6 +133,12 @@ class Wafer:
         self.program = program
         self.clock = settings.clock_Hz
         self.intake = ByteStore(env, settings.ingress_buffer_bytes)
+        #: Offloaded block inputs coming back (its own share of the ingress buffer).
+        self.act_intake = ByteStore(env, settings.offload_buffer_bytes)
+        self._sending: simpy.Process | None = None  # the block input being sent out, if any
+        #: (step, micro_batch) -> succeeds when that micro-batch's forward pass is done (its loss is known).
+        self.forward_done = {(p.step, p.micro_batch): env.event() for p in program
+                             if p.op == settings.loss_op and p.phase == "forward"}
         self.outlet: simpy.Store | None = None
         self.input_ready = input_ready
         self.mb_started = mb_started
@@ -177,16 +202,47 @@ class Wafer:
                 t0 = env.now
                 yield self.input_ready[(p.step, p.micro_batch)]
                 self._wait(t0, "input", timing)
+            if p.op in cfg.offload_bytes_per_token and p.phase != "backward":
+                yield from self._offload(p, timing)
             if p.kernel is None:
                 fwd, bwd = cfg.op_seconds[(p.op, p.tokens)]
                 yield from self._compute(bwd if p.phase == "backward" else fwd, timing)
                 if p.op == cfg.loss_op and p.phase == "forward":
                     self.loss_times[(p.step, p.micro_batch)] = env.now
+                    self.forward_done[(p.step, p.micro_batch)].succeed()
             else:
                 yield from self._kernel(p, timing)
             timing.end = env.now
             if self.progress is not None:
                 self.progress((p.index + 1) / len(self.program))
+
+    def _offload(self, p: Pass, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
+        """At a block's start: send its input out (forward) or wait for it to come back (recompute).
+
+        Sending runs beside the wafer's work; the wafer waits only if the previous block's input is still
+        leaving (SRAM holds one outgoing block input).
+        """
+        env = self.env
+        total = self.settings.offload_bytes_per_token[p.op] * p.tokens
+        n = self.settings.offload_chunks(total)
+        t0 = env.now
+        if p.phase == "forward":
+            if self._sending is not None and not self._sending.triggered:
+                yield self._sending
+            self._sending = env.process(self._send(p.index, total, n))
+        else:
+            for _ in range(n):
+                chunk: Chunk = yield self.act_intake.get()
+                if chunk.ready_at > env.now:
+                    yield env.timeout(chunk.ready_at - env.now)
+                timing.bytes_in += chunk.bytes
+        self._wait(t0, "offload", timing)
+
+    def _send(self, pass_index: int, total: float, n: int) -> Generator[simpy.Event, Any, None]:
+        """Process: put one block input's chunks into the outlet."""
+        assert self.outlet is not None
+        for c in range(n):
+            yield self.outlet.put(Chunk(pass_index, c, n, total / n, ready_at=self.env.now, kind="activation"))
 
     def _kernel(self, p: Pass, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
         env, outlet = self.env, self.outlet

@@ -179,8 +179,8 @@ def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, b
     act_b = PRECISION_BYTES[tr.activation_precision]
     available = scenario.hardware.wafer.activation_sram_bytes
     has_blocks = any(op.block is not None for op in ops)
-    modes = ["none", "blocks"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
-    modes = [m for m in modes if m != "blocks" or has_blocks] or ["none"]
+    modes = ["none", "blocks", "offload"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
+    modes = [m for m in modes if m == "none" or has_blocks] or ["none"]
     out: list[Candidate] = []
     fits: dict[str, tuple[float, int]] = {}
     for mode in modes:
@@ -243,21 +243,33 @@ def activation_elements_per_token(ops: list[Op], mode: str) -> float:
     """Activation elements per token that must be resident in SRAM at the peak.
 
     ``'none'`` keeps every op's stored activations; ``'blocks'`` keeps those outside blocks, each
-    block's input and, at the peak, one block's stored activations while it is recomputed.  Both add
-    the largest working set of a non-weight op.
+    block's input and, at the peak, one block's stored activations while it is recomputed;
+    ``'offload'`` keeps those outside blocks, two block inputs (the one being recomputed and the next,
+    arriving) and one block's stored activations.  All add the largest working set of a non-weight op.
     """
     working = max((op.working_elements_per_token for op in ops if isinstance(op, WaferOp)), default=0)
     if mode == "none":
         return sum(op.stored_elements_per_token for op in ops) + working
     per_block: dict[int, int] = {}
     outside = 0
-    block_inputs = 0
     for op in ops:
         if op.block is None:
             outside += op.stored_elements_per_token
         else:
             per_block[op.block] = per_block.get(op.block, 0) + op.stored_elements_per_token
-    for op in ops:  # a checkpointed block keeps only its input: the width entering its first kernel
-        if isinstance(op, StreamedKernel) and op.block is not None and op.name.endswith(".qkv"):
-            block_inputs += op.in_features
+    widths = block_input_widths(ops)
+    block_inputs = 2 * max(widths.values(), default=0) if mode == "offload" else sum(widths.values())
     return outside + block_inputs + max(per_block.values(), default=0) + working
+
+
+def block_input_widths(ops: list[Op]) -> dict[int, int]:
+    """Each block's input width (features per token): what a checkpointed block keeps, or offloads.
+
+    The width entering the block's first streamed kernel (its ``qkv``, or the first kernel of a block
+    without attention).
+    """
+    widths: dict[int, int] = {}
+    for op in ops:
+        if isinstance(op, StreamedKernel) and op.block is not None and op.block not in widths:
+            widths[op.block] = op.in_features
+    return widths

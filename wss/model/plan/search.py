@@ -45,7 +45,7 @@ from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.kernels import chunk_count
-from wss.model.plan.micro_batching import Candidate
+from wss.model.plan.micro_batching import Candidate, block_input_widths
 from wss.model.plan.placement import Placement
 from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
@@ -76,6 +76,9 @@ class Costing:
     intake_chunks: np.ndarray  # chunks of each kernel the wafer's ingress buffer holds
     lookahead_s: float  # stream seconds the buffers past the slowest stage hold (median kernel)
     op_count: tuple[int, int]  # non-weight ops, and those inside blocks (recomputed under 'blocks')
+    offload_bytes_per_token: float  # every block input's bytes per token (written and read back under 'offload')
+    edge_Bps: float  # the wafer's edge: the leaf link, which offloaded activations share
+    grad_bytes: float  # one micro-batch's gradients up the wafer's edge
     op_flops: tuple[float, float, float]  # non-weight FLOPs per token: forward, backward, blocks' forward
     acc_s: tuple[float, float]  # MemoryX accumulation of every kernel's gradient: first micro-batch, later ones
     update_s: np.ndarray  # each kernel's update (with and without accumulation): [single, accumulating]
@@ -150,6 +153,10 @@ class Costing:
                 (depth * (b[:, 0] + 1) + np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
                                                    for x, n in zip(stream_b, chunks)])) * stream_s / chunks)),
             op_count=(len(wafer_ops), sum(op.block is not None for op in wafer_ops)),
+            offload_bytes_per_token=float(sum(block_input_widths(ops).values())
+                                          * PRECISION_BYTES[s.training.activation_precision]),
+            edge_Bps=float(edge),
+            grad_bytes=float(grad_b.sum()),
             op_flops=op_flops,
             acc_s=(float(acc0), float(acc1)),
             update_s=update,
@@ -218,6 +225,14 @@ class Costing:
         passes = len(self.specs) + int(self.bwd_streamed.size) + (int(self.in_block.sum()) if blocks else 0)
         return rt.step_overhead_s + micro_batches * (rt.micro_batch_overhead_s + passes * rt.kernel_switch_s)
 
+    def offload_s(self, tokens: int, busy_s: float, crossed_bytes: float) -> float:
+        """What offloading a micro-batch's block inputs adds: their bytes cross the wafer's edge out (with the
+        gradients) and back (with the weights), in whatever time those links have to spare."""
+        act = tokens * self.offload_bytes_per_token / self.edge_Bps
+        spare_down = max(0.0, busy_s - crossed_bytes / self.edge_Bps)
+        spare_up = max(0.0, busy_s - self.grad_bytes / self.edge_Bps)
+        return max(0.0, act - spare_down, act - spare_up)
+
     def flash_channel_s(self, micro_batches: int, blocks: bool) -> float:
         """Seconds of flash-channel work in one step: prefetches, then the optimizer's flash reads."""
         prefetch, acc, upd, _ = self.flash_s
@@ -229,13 +244,16 @@ class Costing:
     def cost(self, cand: Candidate, cache: dict[Any, Any]) -> CandidateCost:
         """The analytic step time of one candidate (see the module docstring)."""
         tokens_per_sample = self.scenario.seq_len
-        blocks = cand.checkpointing == "blocks"
+        blocks = cand.checkpointing in ("blocks", "offload")
+        offload = cand.checkpointing == "offload"
         compute = stream = crossed = other = 0.0
         latency, per_sample = self.input_s
         prev = 0.0
         last_bwd = 0.0
         for m, samples in enumerate(cand.micro_batches):
             c, st, x, back = self.micro_batch(samples * tokens_per_sample, blocks, cache)
+            if offload:
+                st += self.offload_s(samples * tokens_per_sample, c + st, x)
             inp = latency + samples * per_sample
             # The optimizer accumulates every kernel's gradient once per micro-batch, in the background.
             acc = self.acc_s[min(m, 1)] if m < len(cand.micro_batches) - 1 else 0.0

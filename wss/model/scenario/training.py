@@ -42,10 +42,12 @@ class TrainingConfig(Frozen):
     retain_output_layer: bool = Field(
         False, description="Keep the output layer's weights on the wafer between its forward and backward pass."
     )
-    activation_checkpointing: Literal["auto", "none", "blocks"] = Field(
+    activation_checkpointing: Literal["auto", "none", "blocks", "offload"] = Field(
         "auto",
         description="'none': keep every activation; 'blocks': keep only transformer-block inputs and recompute "
-        "each block (its weights stream a third time); 'auto': whichever gives the smaller analytic step time, "
+        "each block (its weights stream a third time); 'offload': as 'blocks', but the block inputs leave the "
+        "wafer over its I/O during the forward pass and come back before each block's recompute, so SRAM holds "
+        "one block's activations and two block inputs; 'auto': whichever gives the smaller analytic step time, "
         "weighed together with the micro-batch.",
     )
 
