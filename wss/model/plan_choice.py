@@ -17,7 +17,7 @@ class CandidateCost(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    checkpointing: str = Field(description="'none' or 'blocks'.")
+    checkpointing: str = Field(description="'none', 'blocks' or 'offload'.")
     micro_batches: tuple[int, ...] = Field(description="Samples per micro-batch on the busiest wafer, in run order.")
     step_time_s: float = Field(description="Analytic step time (wss.model.plan.search), seconds.")
     compute_s: float = Field(description="Seconds per step the passes are paced by the wafer's compute.")

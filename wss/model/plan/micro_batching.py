@@ -3,7 +3,8 @@
 A wafer keeps the activations of a micro-batch in SRAM between its forward and
 backward pass.  This step lists the candidates that fit: each allowed
 checkpointing mode (``'none'`` keeps everything, ``'blocks'`` keeps only
-transformer-block inputs and recomputes) times each micro-batch count, the
+transformer-block inputs and recomputes, ``'offload'`` sends those inputs off the
+wafer and keeps two) times each micro-batch count, the
 busiest wafer's samples cut as evenly as possible (:func:`split_evenly`).
 :mod:`~wss.model.plan.search` ranks them; :func:`plan_micro_batching` then
 records the chosen one and picks the micro-batches the SimPy run executes when
@@ -53,7 +54,7 @@ class MicroBatching:
     Attributes
     ----------
     checkpointing
-        ``'none'`` or ``'blocks'``: the mode chosen or asked for.
+        ``'none'``, ``'blocks'`` or ``'offload'``: the mode chosen or asked for.
     micro_batches
         Samples per micro-batch on the busiest wafer, as even as possible (:func:`split_evenly`).
     simulated
@@ -99,7 +100,7 @@ class Candidate:
     Attributes
     ----------
     checkpointing
-        ``'none'`` or ``'blocks'``.
+        ``'none'``, ``'blocks'`` or ``'offload'``.
     micro_batches
         Samples per micro-batch, as even as possible (sizes differ by at most one), in run order
         (:func:`split_evenly`).
@@ -163,8 +164,8 @@ def split_evenly(samples: int, n: int) -> list[int]:
 def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, busiest: int) -> list[Candidate]:
     """Every allowed (checkpointing, micro-batches) pair for the busiest wafer, in a fixed order.
 
-    Modes: ``'none'`` and ``'blocks'`` for ``'auto'`` (``'blocks'`` only when the model has
-    blocks), else the one asked for.  Splits: for ``micro_batch: auto``, every largest size ``m``
+    Modes: ``'none'``, ``'blocks'`` and ``'offload'`` for ``'auto'`` (the last two only when the
+    model has blocks), else the one asked for.  Splits: for ``micro_batch: auto``, every largest size ``m``
     from 1 to what fits SRAM, each as the fewest micro-batches of at most ``m`` (``ceil(B / m)``),
     cut evenly; a split with more micro-batches and the same largest size only streams the weights
     more often.  An explicit ``micro_batch`` is that largest size.
