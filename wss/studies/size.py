@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,6 +118,31 @@ def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None) -
     return [{"wafers": n, **row} for n, row in zip(sizes, rows) if row is not None]
 
 
+def _refine(base: Scenario, rows: list[dict[str, Any]], meets: Callable[[dict[str, Any]], bool],
+            workers: int | None) -> list[dict[str, Any]]:
+    """Bisect between the largest table size that misses the target and the smallest that meets it.
+
+    The table's sizes are powers of two; the smallest cluster that meets a deadline is usually between
+    two of them.  Each probe is a simulation (about log2 of the gap of them), and every size probed
+    joins the table.  It assumes the time to train falls as wafers are added between the two, as it
+    does when only the per-wafer share of the batch changes.
+    """
+    hit = next((i for i, r in enumerate(rows) if meets(r)), None)
+    if hit is None or hit == 0 or not rows[hit - 1].get("status") == "ok":
+        return rows
+    lo, hi = rows[hit - 1]["wafers"], rows[hit]["wafers"]
+    probed = list(rows)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        (row,) = _simulate_sizes(base, [mid], workers) or [{"wafers": mid, "status": "error", "error": ""}]
+        probed.append(row)
+        if meets(row):
+            hi = mid
+        else:
+            lo = mid
+    return sorted(probed, key=lambda r: r["wafers"])
+
+
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None) -> None:
     ok = df["status"] == "ok"
     df["days"] = tokens / df["tokens_per_s"] / _SECONDS_PER_DAY
@@ -148,7 +173,9 @@ def size(
     Sizes are the powers of two up to ``max_wafers`` (default: the wafer's published cluster limit, else
     192) and ``max_wafers`` itself.  Only ``hardware.wafers`` changes: the per-step global batch stays the
     scenario's, so a size with more wafers than samples per step is an error row.  With a target (``days``
-    or ``tokens_per_s``) the smallest size that meets it is ``recommended``.  ``workers`` > 1 simulates the
+    or ``tokens_per_s``) the sizes between the largest power of two that misses it and the smallest that
+    meets it are bisected (each probe a simulation, every probe a row), and the smallest size that meets
+    it is ``recommended``: one wafer fewer misses.  ``workers`` > 1 simulates the
     sizes in that many processes.
 
     Columns: wafers, status, step_time_s, tokens_per_s, bound_by, days, efficiency (tokens/s per wafer over
@@ -163,18 +190,21 @@ def size(
     if base.workload.model.input != "tokens":
         raise SizeError(f"{base.name}: sizing needs a token model (this one reads {base.workload.model.input})")
     top = _max_wafers(base, max_wafers)
-    df = pd.DataFrame(_simulate_sizes(base, cluster_sizes(top), workers))
+    rows = _simulate_sizes(base, cluster_sizes(top), workers)
+    target: str | None = f"{days:g} days" if days is not None else (
+        f"{tokens_per_s:.4g} tokens/s" if tokens_per_s is not None else None)
+
+    def meets(row: dict[str, Any]) -> bool:
+        if row.get("status") != "ok" or target is None:
+            return False
+        if days is not None:
+            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
+        return row["tokens_per_s"] >= tokens_per_s
+
+    rows = _refine(base, rows, meets, workers)
+    df = pd.DataFrame(rows)
     _add_columns(df, tokens, price_per_wafer_hour)
-    ok = df["status"] == "ok"
-    if days is not None:
-        df["meets_target"] = ok & (df["days"] <= days)
-        target: str | None = f"{days:g} days"
-    elif tokens_per_s is not None:
-        df["meets_target"] = ok & (df["tokens_per_s"] >= tokens_per_s)
-        target = f"{tokens_per_s:.4g} tokens/s"
-    else:
-        df["meets_target"] = False
-        target = None
+    df["meets_target"] = [meets(r) for r in rows]
     meeting = df.index[df["meets_target"]]
     df["recommended"] = False
     if len(meeting):
