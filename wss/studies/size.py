@@ -128,7 +128,7 @@ def _refine(base: Scenario, rows: list[dict[str, Any]], meets: Callable[[dict[st
     does when only the per-wafer share of the batch changes.
     """
     hit = next((i for i, r in enumerate(rows) if meets(r)), None)
-    if hit is None or hit == 0 or not rows[hit - 1].get("status") == "ok":
+    if hit is None or hit == 0 or rows[hit - 1].get("status") != "ok":
         return rows
     lo, hi = rows[hit - 1]["wafers"], rows[hit]["wafers"]
     probed = list(rows)
