@@ -84,9 +84,12 @@ def test_link_bound_dense_kernel_matches_the_pipeline_formula(wafers, swarmx_Bps
     last_chunk_compute = k.cycles[tokens].backward / n / w.clock_Hz
     # Forward and backward weights go down back to back: 2n chunks through MemoryX's port and the tree.
     last_weight_in = chain_seconds(2 * n, [mx_out] + [c / b for b in down], hop_s)
-    # The last gradient chunk climbs the tree and MemoryX's input port; then an (instant) SGD update.
+    # The last gradient chunk climbs the tree and MemoryX's input port and lands in DRAM; then the SGD
+    # update reads the summed gradient (fp16) and the fp32 weight and writes the weight, DRAM-bound.
+    dram = mx.shards * mx.dram_bandwidth_Bps
     grads_up = sum(g / b + hop_s for b in reversed(down)) + g / (mx.shards * mx.network_bandwidth_Bps) + hop_s
-    update = k.nnz * 8 / (mx.shards * mx.dram_bandwidth_Bps)
+    grads_up += g / dram
+    update = k.nnz * (8 + 2) / dram
     expected = last_weight_in + last_chunk_compute + grads_up + update
 
     bytes_term = 2 * k.stream_bytes / io_Bps  # bytes per pass x passes / bandwidth
@@ -120,12 +123,22 @@ def test_memoryx_dram_bound_kernel():
     read_chunk = k.read_bytes / n / agg
     tokens = plan.micro_batches[0] * plan.tokens_per_sample
     compute = k.cycles[tokens].backward / n / s.hardware.wafer.clock_Hz
-    update = k.nnz * 8 / agg  # SGD: read and write the fp32 weight
-    expected = 2 * n * read_chunk + compute + update
+    # One DRAM serves the stream's reads and the gradient intake's writes: it stays busy with both (in any
+    # interleaving, the bytes add up) until the last weight chunk is read; the wafer computes that chunk,
+    # its gradient lands in DRAM, and the SGD update reads the gradient (fp16) and the fp32 weight and
+    # writes the weight.
+    grad_chunk = k.grad_bytes / n / agg
+    update = k.nnz * (8 + 2) / agg
+    expected = 2 * n * read_chunk + (n - 1) * grad_chunk + compute + grad_chunk + update
     r = wss.simulate(s)
     # Not bit-exact: the network, SwarmX, wafer I/O and input stages are 1e18 B/s, not infinite (measured 7.8e-10).
     assert r.step_time_s == pytest.approx(expected, rel=IDEAL_STAGES)
-    assert r.utilisation["memoryx.stream"] == pytest.approx(2 * k.read_bytes / agg / r.step_time_s, rel=1e-9)
+    # The stream is busy while it reads, and slower while the gradient intake shares the DRAM.
+    stream_busy = 2 * n * read_chunk + (n - 1) * grad_chunk
+    assert r.utilisation["memoryx.stream"] == pytest.approx(stream_busy / r.step_time_s, rel=IDEAL_STAGES)
+    # Every byte through DRAM: both streams' reads, the gradients' intake and the update's traffic.
+    dram_bytes = 2 * k.read_bytes + k.grad_bytes + k.nnz * (8 + 2)
+    assert r.utilisation["memoryx.dram"] == pytest.approx(dram_bytes / agg / r.step_time_s, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------- (b) pure broadcast

@@ -63,22 +63,39 @@ def test_optimizer_state_sets_the_memoryx_footprint():
         assert plan.memoryx_state_bytes == 256 * 512 * b, optimizer
 
 
-def test_flash_holds_what_dram_cannot_and_first_kernels_stay_in_dram():
-    # 4 kernels of 2048 x 2048 with SGD: 32 MiB of state each
+def test_flash_takes_the_coldest_state_first_and_weights_stay_in_dram():
+    # 4 kernels of 2048 x 2048 with SGD: 16 MiB of fp32 weights and 16 MiB of gradient accumulator each
     model = dense_model(2048, 2048, 2048, 2048, 2048)
     memoryx = {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 1e9}
-    raw = scenario_dict(model=model, hardware={"memoryx": memoryx})
-    plan = wss.plan(raw)
-    each = 2048 * 2048 * 8
-    # DRAM keeps 25% as prefetch staging: 75 MB left for state, i.e. two kernels
-    assert plan.staging_bytes == pytest.approx(0.25e8, rel=1e-12)
+    plan = wss.plan(scenario_dict(model=model, hardware={"memoryx": memoryx}))
+    part = 2048 * 2048 * 4
+    # All four weights fit 100 MB of DRAM (67 MB), then one gradient accumulator; no weights in flash, so no
+    # DRAM is kept for prefetch staging.
+    assert plan.staging_bytes == 0
+    assert [k.tier for k in plan.kernels] == ["dram"] * 4
+    assert [k.state_tiers.gradient for k in plan.kernels] == ["dram", "flash", "flash", "flash"]
+    assert plan.memoryx_components["weights"] == {"dram": 4 * part, "flash": 0.0}
+    assert plan.memoryx_components["gradient"] == {"dram": part, "flash": 3 * part}
+    assert plan.memoryx_components["moments"] == {"dram": 0.0, "flash": 0.0}  # SGD keeps none
+    assert plan.memoryx_dram_bytes == 5 * part and plan.memoryx_flash_bytes == 3 * part
+
+
+def test_weights_that_spill_to_flash_keep_dram_for_staging_and_the_first_kernels_in_dram():
+    model = dense_model(2048, 2048, 2048, 2048, 2048)
+    memoryx = {"shards": 1, "dram_capacity_bytes": 5e7, "flash_capacity_bytes": 1e9}
+    plan = wss.plan(scenario_dict(model=model, hardware={"memoryx": memoryx}))
+    part = 2048 * 2048 * 4
+    # 67 MB of weights exceed 50 MB: DRAM keeps 25% to stage prefetches, and 37.5 MB hold two kernels' weights.
+    assert plan.staging_bytes == pytest.approx(0.25 * 5e7, rel=1e-12)
     assert [k.tier for k in plan.kernels] == ["dram", "dram", "flash", "flash"]
-    assert plan.memoryx_dram_bytes == 2 * each and plan.memoryx_flash_bytes == 2 * each
+    assert [k.state_tiers.gradient for k in plan.kernels] == ["flash"] * 4
+    assert plan.memoryx_dram_bytes == 2 * part and plan.memoryx_flash_bytes == 6 * part
 
 
 def test_flash_too_small_after_staging_is_infeasible():
     model = dense_model(2048, 2048, 2048, 2048, 2048)
-    # 134 MB of state fits 100 MB DRAM + 40 MB flash, but not once DRAM keeps 25 MB for staging
+    # 134 MB of state would fit 100 MB DRAM + 40 MB flash, but a component is never split across tiers: the
+    # weights (67 MB) and one gradient accumulator (17 MB) fill DRAM, and three accumulators (50 MB) need flash
     memoryx = {"shards": 1, "dram_capacity_bytes": 1e8, "flash_capacity_bytes": 4e7}
     raw = scenario_dict(model=model, hardware={"memoryx": memoryx})
     with pytest.raises(InfeasibleError) as info:

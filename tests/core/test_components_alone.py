@@ -9,38 +9,80 @@ from __future__ import annotations
 
 import simpy
 
+from wss.model.components.dram import SharedDram
 from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Chunk
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings, UpdateJob
-from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES
+from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
 
-def _optimizer(env: simpy.Environment, **rates: float) -> OptimizerCoprocessor:
+def _optimizer(
+    env: simpy.Environment, dram: SharedDram | None = None, optimizer: str = "sgd", **rates: float
+) -> OptimizerCoprocessor:
     settings = OptimizerSettings(
-        dram_Bps=rates.get("dram_Bps", 1024.0),
         flash_read_Bps=rates.get("flash_read_Bps", 64.0),
         flash_write_Bps=rates.get("flash_write_Bps", 32.0),
         flops_per_s=rates.get("flops_per_s", 1e12),
-        cost=OPTIMIZER_COSTS["sgd"],
+        cost=OPTIMIZER_COSTS[optimizer],
+        incoming_bytes_per_param=rates.get("incoming_bytes_per_param", 0.0),
     )
-    return OptimizerCoprocessor(env, settings, simpy.Resource(env, capacity=1))
+    dram = dram if dram is not None else SharedDram(env, rates.get("dram_Bps", 1024.0))
+    return OptimizerCoprocessor(env, settings, simpy.Resource(env, capacity=1), dram)
+
+
+# ------------------------------------------------------------------------------ the shared DRAM
+
+
+def test_a_lone_dram_transfer_takes_bytes_over_bandwidth_exactly():
+    env = simpy.Environment()
+    dram = SharedDram(env, 64.0)
+    done = dram.transfer(96.0)
+    env.run(until=done)
+    assert env.now == 1.5 and dram.busy_s == 1.5 and dram.bytes_moved == 96.0 and dram.in_progress == 0
+
+
+def test_dram_transfers_in_progress_share_the_bandwidth_equally():
+    """Processor sharing: A (64 B) at t=0 and B (64 B) at t=0.5 on 64 B/s.  A moves 32 B alone, then both move
+    at 32 B/s: A ends at 1.5 s, B has 32 B left and ends alone at 2.0 s: the bytes add up, 128 B in 2 s."""
+    env = simpy.Environment()
+    dram = SharedDram(env, 64.0)
+    ends: dict[str, float] = {}
+
+    def user(name: str, start: float, nbytes: float):
+        yield env.timeout(start)
+        yield dram.transfer(nbytes)
+        ends[name] = env.now
+
+    env.process(user("a", 0.0, 64.0))
+    env.process(user("b", 0.5, 64.0))
+    env.run()
+    assert ends == {"a": 1.5, "b": 2.0} and dram.busy_s == 2.0
+
+
+def test_dram_zero_byte_transfer_is_immediate():
+    env = simpy.Environment()
+    dram = SharedDram(env, 64.0)
+    assert dram.transfer(0.0).triggered and dram.in_progress == 0
+
+
+# ------------------------------------------------------------------------------ the optimizer
 
 
 def test_optimizer_update_takes_the_slower_of_dram_traffic_and_flops():
     env = simpy.Environment()
-    opt = _optimizer(env, dram_Bps=1024.0, flops_per_s=1e12)
+    opt = _optimizer(env, dram_Bps=1024.0, flops_per_s=1e12, incoming_bytes_per_param=2.0)
     env.process(opt.run())
     nnz = 64
-    opt.submit(UpdateJob(0, 0, 0, "update", nnz, "dram", 0.0), first=True, accumulated=False)
+    opt.submit(UpdateJob(0, 0, 0, "update", nnz, StateTiers(), 0.0), first=True, accumulated=False)
     env.run(until=opt.done_event(0, 0))
     cost = OPTIMIZER_COSTS["sgd"]
-    moved = nnz * (cost.read_scalars + cost.write_scalars) * SCALAR_BYTES
-    assert env.now == moved / 1024.0  # DRAM-bound: 512 B / 1024 B/s
+    moved = nnz * (cost.read_scalars + cost.write_scalars) * SCALAR_BYTES + nnz * 2.0  # + the incoming gradient
+    assert env.now == moved / 1024.0  # DRAM-bound: 640 B / 1024 B/s
     assert opt.busy_s == env.now and opt.jobs[0].queued_s == 0.0
 
 
@@ -48,7 +90,8 @@ def test_optimizer_flash_update_reads_over_the_shared_channel_then_writes():
     env = simpy.Environment()
     opt = _optimizer(env, flash_read_Bps=64.0, flash_write_Bps=32.0)
     env.process(opt.run())
-    opt.submit(UpdateJob(0, 0, 0, "update", 16, "flash", 0.0), first=True, accumulated=False)
+    opt.submit(UpdateJob(0, 0, 0, "update", 16, StateTiers("flash", "flash", "flash"), 0.0),
+               first=True, accumulated=False)
     env.run(until=opt.done_event(0, 0))
     cost = OPTIMIZER_COSTS["sgd"]
     read = 16 * cost.read_scalars * SCALAR_BYTES / 64.0
@@ -56,12 +99,42 @@ def test_optimizer_flash_update_reads_over_the_shared_channel_then_writes():
     assert env.now == read + write and opt.flash_busy_s == read
 
 
+def test_optimizer_job_runs_its_dram_and_flash_components_side_by_side():
+    """Adam with its weights in DRAM and its moments in flash: the weight's read and write (8 B per parameter)
+    through DRAM while m and v are read (8 B) over the flash channel and then written (8 B); the job lasts as
+    long as the longer of the two."""
+    env = simpy.Environment()
+    opt = _optimizer(env, dram_Bps=64.0, flash_read_Bps=64.0, flash_write_Bps=32.0, optimizer="adam")
+    env.process(opt.run())
+    opt.submit(UpdateJob(0, 0, 0, "update", 16, StateTiers("dram", "dram", "flash"), 0.0),
+               first=True, accumulated=False)
+    env.run(until=opt.done_event(0, 0))
+    (job,) = opt.jobs
+    assert job.traffic is not None and job.traffic.dram_bytes == 16 * 8
+    assert (job.traffic.flash_read_bytes, job.traffic.flash_write_bytes) == (16 * 8, 16 * 8)
+    assert env.now == max(128 / 64.0, 128 / 64.0 + 128 / 32.0) == 6.0
+    assert opt.flash_busy_s == 2.0
+
+
+def test_optimizer_shares_dram_with_the_stream():
+    """A 64 B update (SGD, 8 parameters) alone would take 1 s on 64 B/s; a 64 B stream read starts with it, so
+    both move at 32 B/s and end together at 2 s."""
+    env = simpy.Environment()
+    dram = SharedDram(env, 64.0)
+    opt = _optimizer(env, dram=dram)
+    env.process(opt.run())
+    opt.submit(UpdateJob(0, 0, 0, "update", 8, StateTiers(), 0.0), first=True, accumulated=False)
+    read = dram.transfer(64.0)
+    env.run(until=opt.done_event(0, 0))
+    assert env.now == 2.0 and read.triggered
+
+
 def test_optimizer_runs_jobs_one_at_a_time_in_arrival_order():
     env = simpy.Environment()
     opt = _optimizer(env, dram_Bps=1024.0)
     env.process(opt.run())
     for kernel in (0, 1):
-        opt.submit(UpdateJob(kernel, 0, 0, "update", 64, "dram", 0.0), first=True, accumulated=False)
+        opt.submit(UpdateJob(kernel, 0, 0, "update", 64, StateTiers(), 0.0), first=True, accumulated=False)
     env.run(until=opt.done_event(1, 0))
     assert [j.kernel for j in opt.jobs] == [0, 1]
     assert opt.jobs[1].start == opt.jobs[0].end and opt.jobs[1].queued_s == opt.jobs[0].end
@@ -121,11 +194,11 @@ def test_memoryx_streams_each_chunk_at_the_slower_of_dram_and_network():
     env = simpy.Environment()
     kernel = KernelStore(index=0, nnz=10, n_chunks=4, stream_bytes=64.0, read_bytes=128.0, tier="dram",
                          state_owner=0, shares_accumulator=False)
-    settings = MemoryXSettings(dram_Bps=64.0, network_Bps=32.0, flash_read_Bps=1.0, latency_s=0.125,
+    settings = MemoryXSettings(network_Bps=32.0, flash_read_Bps=1.0, latency_s=0.125,
                                staging_bytes=0.0, micro_batches=1, kernels=(kernel,))
     program = [_pass(0, "forward", 0, True), _pass(1, "backward", 0, True)]
-    opt = _optimizer(env)
-    mx = MemoryX(env, settings, program, opt, opt.flash_channel)
+    opt = _optimizer(env, dram_Bps=64.0)
+    mx = MemoryX(env, settings, program, opt, opt.flash_channel, opt.dram)
     sink = simpy.Store(env)
     mx.connect(sink)
     env.process(mx.stream())
@@ -141,18 +214,20 @@ def test_memoryx_hands_the_last_gradient_chunk_to_the_optimizer_as_an_update():
     env = simpy.Environment()
     kernel = KernelStore(index=0, nnz=64, n_chunks=2, stream_bytes=8.0, read_bytes=8.0, tier="dram",
                          state_owner=0, shares_accumulator=False)
-    settings = MemoryXSettings(dram_Bps=1024.0, network_Bps=1024.0, flash_read_Bps=1.0, latency_s=0.0,
+    settings = MemoryXSettings(network_Bps=1024.0, flash_read_Bps=1.0, latency_s=0.0,
                                staging_bytes=0.0, micro_batches=1, kernels=(kernel,))
     program = [_pass(0, "forward", 0, True), _pass(1, "backward", 0, True)]
-    opt = _optimizer(env)
-    mx = MemoryX(env, settings, program, opt, opt.flash_channel)
+    opt = _optimizer(env, dram_Bps=1024.0)
+    mx = MemoryX(env, settings, program, opt, opt.flash_channel, opt.dram)
     env.process(mx.receive())
     env.process(opt.run())
     for seq in (0, 1):
         mx.grad_inbox.put(Chunk(1, seq, 2, 4.0, ready_at=1.0))
     env.run(until=opt.done_event(0, 0))
     (job,) = opt.jobs
-    assert (job.kind, job.arrived, job.nnz) == ("update", 1.0, 64) and mx.bytes_in == 8.0
+    # Each 4 B chunk lands in DRAM (4 / 1024 s) before the next is taken: the update arrives after both.
+    assert (job.kind, job.arrived, job.nnz) == ("update", 1.0 + 8 / 1024, 64) and mx.bytes_in == 8.0
+    assert opt.dram.bytes_moved >= 8.0
 
 
 def test_wafer_computes_each_chunk_and_sends_gradients_in_backward():

@@ -9,8 +9,9 @@ from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
 from wss.errors import ScenarioError
+from wss.model.components.dram import SharedDram
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings, UpdateJob
-from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES
+from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
 from wss.model.numerics.optimizers import Lamb, make_optimizer
 
 
@@ -19,6 +20,8 @@ def test_lamb_costs():
     assert lamb.state_bytes == adam.state_bytes == 16  # w, g, m, v in fp32
     # Pass 1 reads w, m, v and writes m, v, u; pass 2 reads w, u and writes w.
     assert (lamb.read_scalars, lamb.write_scalars) == (3 + 2, 3 + 1)
+    # By component (weights, gradient slot, moments): w twice, u once, m and v; writes w, u, m and v.
+    assert (lamb.reads, lamb.writes) == ((2, 1, 2), (1, 1, 2))
     assert lamb.moved_bytes == 36
     # m (3) + v (4) + r = m / (sqrt v + eps) (3) + u = r + wd w (2) + ||w||^2 (2) + ||u||^2 (2) + w -= s u (2)
     assert lamb.flops == 3 + 4 + 3 + 2 + 2 + 2 + 2 == 18
@@ -26,11 +29,11 @@ def test_lamb_costs():
 
 def test_lamb_update_job_moves_and_computes_what_its_cost_says():
     env = simpy.Environment()
-    settings = OptimizerSettings(dram_Bps=1000.0, flash_read_Bps=1.0, flash_write_Bps=1.0, flops_per_s=1e12,
-                                 cost=OPTIMIZER_COSTS["lamb"])
-    opt = OptimizerCoprocessor(env, settings, simpy.Resource(env, capacity=1))
+    settings = OptimizerSettings(flash_read_Bps=1.0, flash_write_Bps=1.0, flops_per_s=1e12,
+                                 cost=OPTIMIZER_COSTS["lamb"], incoming_bytes_per_param=0.0)
+    opt = OptimizerCoprocessor(env, settings, simpy.Resource(env, capacity=1), SharedDram(env, 1000.0))
     env.process(opt.run())
-    opt.submit(UpdateJob(0, 0, 0, "update", 100, "dram", 0.0), first=True, accumulated=False)
+    opt.submit(UpdateJob(0, 0, 0, "update", 100, StateTiers(), 0.0), first=True, accumulated=False)
     env.run(until=opt.done_event(0, 0))
     job = opt.jobs[0]
     assert (job.read_bytes, job.write_bytes, job.flops) == (100 * 5 * SCALAR_BYTES, 100 * 4 * SCALAR_BYTES, 1800.0)

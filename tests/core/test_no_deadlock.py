@@ -106,7 +106,7 @@ def _starve_staging(monkeypatch):
 
 def test_a_stalled_cluster_says_which_part_waits_for_what(monkeypatch):
     _starve_staging(monkeypatch)
-    scenario = wss.load_scenario(_flash_model(5e9, 0.25, 1e8, 1))
+    scenario = wss.load_scenario(_flash_model(2e9, 0.25, 1e8, 1))
     with pytest.raises(SimulationStalled) as exc:
         wss.simulate(scenario)
     message = str(exc.value)
@@ -120,7 +120,7 @@ def test_the_cli_reports_a_stall_in_one_message_with_exit_code_3(monkeypatch, tm
 
     _starve_staging(monkeypatch)
     path = tmp_path / "flash.yaml"
-    path.write_text(yaml.safe_dump(_flash_model(5e9, 0.25, 1e8, 1)))
+    path.write_text(yaml.safe_dump(_flash_model(2e9, 0.25, 1e8, 1)))
     assert main(["simulate", str(path), "-o", str(tmp_path / "out"), "--quiet"]) == 3
     captured = capsys.readouterr()
     assert captured.err.startswith("error: the simulation stopped making progress at t = ")

@@ -21,6 +21,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import wss
+from wss.model.simulate import simulate_detailed
 
 #: Inline models kept tiny: each simulates in about 10 ms.
 MLP = {
@@ -182,11 +183,17 @@ def test_step_time_is_positive_and_finite_and_the_breakdown_sums_to_it(raw):
 @settings(PROPERTIES, max_examples=300)
 @given(scenarios(), st.sampled_from(RATES), st.sampled_from([0.5, 0.9, 0.1, 0.99]))
 def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
-    """Slowing one bandwidth (or the clock, or the optimizer) never makes the step shorter.
+    """Slowing one bandwidth (or the clock, or the optimizer) never makes the step shorter than the base step
+    less the DRAM time of MemoryX's other users.
 
-    No slack: 3,000 random draws found no step shortened by any amount, however small.  The plan is
-    pinned to the one chosen for the base: ``auto`` may choose another plan for the slower machine, one
-    its analytic ranking put within 1% of the best, which the simulator can then find a little faster
+    MemoryX's DRAM is one bandwidth shared by the stream, the gradient intake and the optimizer.  A slower
+    part can move the intake's and the optimizer's DRAM traffic into windows the stream leaves idle, so a
+    DRAM-bound stream is delayed less: a scheduling anomaly of any shared resource, and a real one.  It
+    can save at most all of that traffic's DRAM time, so that is the slack, derived per case (found: a
+    0.9x clock shortening a DRAM-bound gpt3-125m step by 0.15%, against 6.3% of such traffic).  Before
+    the DRAM was shared, 3,000 random draws found no step shortened by any amount.  The plan is pinned to
+    the one chosen for the base: ``auto`` may choose another plan for the slower machine, one its analytic
+    ranking put within 1% of the best, which the simulator can then find a little faster
     (tests/core/test_planner.py checks the choice itself).
     """
     base = build(raw)
@@ -194,9 +201,13 @@ def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
     pin = {"training.activation_checkpointing": plan.checkpointing, "training.micro_batch": max(plan.micro_batches)}
     base = build(raw, pin)
     slower = build(raw, {**pin, rate: get(base, rate) * factor})
-    t0 = wss.simulate(base).step_time_s
+    r0, cluster = simulate_detailed(base)
+    t0 = r0.step_time_s
     t1 = wss.simulate(slower).step_time_s
-    assert t1 >= t0, (rate, factor, t0, t1)
+    mx = cluster.memoryx
+    others = mx.bytes_in + math.fsum(j.traffic.dram_bytes for j in cluster.optimizer.jobs)
+    slack = others / mx.dram.bandwidth_Bps / len(r0.steps)
+    assert t1 >= t0 - slack, (rate, factor, t0, t1, slack)
 
 
 # ---------------------------------------------------------------------------- weak scaling

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from wss.model.components.activations import ActivationReturn, ActivationStore, ActivationStoreSettings
+from wss.model.components.dram import SharedDram
 from wss.model.components.inputs import TOKEN_ID_BYTES, InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
@@ -82,6 +83,8 @@ class Cluster:
             "memoryx.bytes_out": self.memoryx.bytes_out,
             "memoryx.bytes_read": self.memoryx.bytes_read,
             "memoryx.flash": self.memoryx.flash_busy_s + self.optimizer.flash_busy_s,
+            "memoryx.dram": self.memoryx.dram.busy_s,
+            "memoryx.dram.bytes": self.memoryx.dram.bytes_moved,
             "memoryx.optimizer": self.optimizer.busy_s,
             "inputs": self.inputs.busy_s,
             "inputs.bytes": self.inputs.bytes,
@@ -96,7 +99,8 @@ class Cluster:
         stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.wafer.act_intake,
                                                           self.memoryx.grad_inbox]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
-        return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged)
+        return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged,
+                self.memoryx.dram.remaining())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
@@ -132,11 +136,11 @@ def optimizer_settings(plan: Plan) -> OptimizerSettings:
     """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up."""
     mx = plan.scenario.hardware.memoryx
     return OptimizerSettings(
-        dram_Bps=mx.shards * mx.dram_bandwidth_Bps,
         flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
         flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
         flops_per_s=mx.shards * mx.optimizer_flops,
         cost=plan.optimizer,
+        incoming_bytes_per_param=float(PRECISION_BYTES[plan.scenario.training.gradient_precision]),
     )
 
 
@@ -154,11 +158,11 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
             tier=k.tier,
             state_owner=k.state_owner,
             shares_accumulator=plan.shares_accumulator(k.index),
+            state_tiers=k.state_tiers,
         )
         for k in plan.kernels
     )
     return MemoryXSettings(
-        dram_Bps=mx.shards * mx.dram_bandwidth_Bps,
         network_Bps=mx.shards * mx.network_bandwidth_Bps,
         flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
         latency_s=hw.swarmx.hop_latency_s,
@@ -270,8 +274,10 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     env = simpy.Environment()
     program = build_program(plan)
     flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
-    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel)
-    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel)
+    mx = plan.scenario.hardware.memoryx
+    dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
+    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
+    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
     swarmx = SwarmX(env, swarmx_settings(plan))
     memoryx_in = memoryx_in_link(env, plan)
     inputs = InputWorkers(env, input_settings(plan))

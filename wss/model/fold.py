@@ -82,10 +82,12 @@ class Fold:
 
 
 def _same_state(a: tuple, b: tuple, period: float) -> bool:
-    """Equal queue lengths and (to rounding) equal in-flight times and levels."""
-    (stores_a, (queued_a, running_a), staged_a), (stores_b, (queued_b, running_b), staged_b) = a, b
+    """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left."""
+    (stores_a, (queued_a, running_a), staged_a, dram_a), (stores_b, (queued_b, running_b), staged_b, dram_b) = a, b
     return (
         stores_a == stores_b
+        and len(dram_a) == len(dram_b)
+        and all(_close(x, y) for x, y in zip(dram_a, dram_b))
         and queued_a == queued_b
         and abs(running_a - running_b) <= REL_TOL * max(period, 1e-300)
         and _close(staged_a, staged_b)

@@ -175,11 +175,13 @@ def _step_records(cluster: Cluster, windows: _StepWindows, breakdowns: list[dict
 
 
 def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
-    """Busy fraction of the run of each part and each link."""
+    """Busy fraction of the run of each part and each link; for MemoryX's shared DRAM, the fraction of its
+    bandwidth used (bytes moved over bandwidth x time)."""
     utilisation = {
         name: cluster.total(name) / total
         for name in ("wafer.compute", "memoryx.stream", "memoryx.optimizer", "memoryx.flash", "inputs")
     }
+    utilisation["memoryx.dram"] = cluster.total("memoryx.dram.bytes") / (cluster.memoryx.dram.bandwidth_Bps * total)
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
     return utilisation
@@ -360,6 +362,7 @@ def _memory(plan) -> MemoryFootprint:
         memoryx_dram_capacity_bytes=mx.dram_total_bytes,
         memoryx_flash_capacity_bytes=mx.flash_total_bytes,
         memoryx_staging_bytes=plan.staging_bytes,
+        memoryx_components=plan.memoryx_components,
         wafer_sram_activation_bytes=plan.sram_bytes_needed,
         wafer_sram_available_bytes=plan.sram_bytes_available,
         wafer_sram_total_bytes=float(s.hardware.wafer.sram_bytes),
@@ -427,11 +430,14 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
         drain[cause] = drain.get(cause, 0.0) + (b - a)
     for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
         kp = plan.kernels[j.kernel]
-        if j.tier == "dram":
-            mem = (j.read_bytes + j.write_bytes) / opt.dram_Bps
-            bound = "memoryx_dram" if mem >= j.flops / opt.flops_rate else "optimizer_flops"
-        else:
-            bound = "memoryx_flash"
+        t = j.traffic
+        assert t is not None
+        alone = {  # each kind of work as if it ran alone; the longest names what bound the job
+            "memoryx_dram": t.dram_bytes / opt.dram.bandwidth_Bps,
+            "memoryx_flash": t.flash_read_bytes / opt.flash_read_Bps + t.flash_write_bytes / opt.flash_write_Bps,
+            "optimizer_flops": t.flops / opt.flops_rate,
+        }
+        bound = max(alone, key=lambda k: alone[k])
         recs.append(
             KernelRecord(
                 step=j.step,

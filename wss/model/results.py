@@ -207,6 +207,11 @@ class MemoryFootprint(_Data):
     memoryx_dram_capacity_bytes: float
     memoryx_flash_capacity_bytes: float
     memoryx_staging_bytes: float
+    memoryx_components: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="MemoryX state by component (weights with masks, gradient accumulators, optimizer moments): "
+        "bytes in 'dram' and in 'flash'.",
+    )
     wafer_sram_activation_bytes: float
     wafer_sram_available_bytes: float
     wafer_sram_total_bytes: float

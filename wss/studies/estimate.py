@@ -83,7 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wss.model.components.inputs import TOKEN_ID_BYTES
 from wss.model.components.links import chunks_buffered
-from wss.model.components.optimizer_costs import SCALAR_BYTES
+from wss.model.components.optimizer_costs import job_seconds, job_traffic
 from wss.model.plan import KernelPlan, Plan, make_plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
@@ -218,7 +218,8 @@ class _Path:
         up_chunk = [kp.grad_bytes / bw / n for _, bw in self.up]
         up_paced = [max(t, (self.hop_s + t) / (b_up + 1)) for t in up_chunk]
         slow_up = min(range(len(up_paced)), key=lambda i: (-up_paced[i], i))  # the first of equals
-        climb = sum(t + self.hop_s for t in up_chunk)
+        # ... and lands in MemoryX's DRAM (the gradient intake's write) before the optimizer can use it.
+        climb = sum(t + self.hop_s for t in up_chunk) + kp.grad_bytes / n / self.dram_Bps
         return _Way(n * paced[slow], n * up_paced[slow_up], slots_down, (slow_up + 1) * (b_up + 1), fill, climb,
                     up_paced[slow_up], names[slow])
 
@@ -230,26 +231,18 @@ def _job_s(path: _Path, plan: Plan, kp: KernelPlan, kind: str, micro_batch: int)
     """Service time of one optimizer job (update or accumulation) and its flash-channel seconds.
 
     An update moves the optimizer's state scalars (and the fp32 gradient accumulator when there
-    are micro-batches); an accumulation adds one micro-batch's gradient into that accumulator.
-    DRAM-resident state: ``max(bytes / DRAM bandwidth, FLOPs / FLOP rate)``; flash-resident: the
-    read over the flash channel, then the write or the rest of the FLOPs, whichever is longer.
+    are micro-batches); an accumulation adds one micro-batch's gradient into that accumulator; both
+    read the incoming summed gradient from DRAM.  Each state component moves at its own tier, and
+    the job's DRAM traffic, flash read-then-write and FLOPs run side by side (the optimizer's own
+    closed form, :func:`~wss.model.components.optimizer_costs.job_seconds`).  The DRAM it shares
+    with the stream and the gradient intake is priced at its full rate, as if the job had it alone.
     """
-    n = kp.nnz
-    cost = plan.optimizer
-    if kind == "update":
-        accumulating = len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index)
-        read: float = n * SCALAR_BYTES * (cost.read_scalars + (1 if accumulating else 0))
-        write = n * SCALAR_BYTES * cost.write_scalars
-        flops = n * cost.flops
-    else:
-        read = n * SCALAR_BYTES if micro_batch > 0 else 0.0
-        write = n * SCALAR_BYTES
-        flops = float(n) if micro_batch > 0 else 0.0
-    compute = flops / path.opt_flops
-    if kp.tier == "dram":
-        return max((read + write) / path.dram_Bps, compute), 0.0
-    r = read / path.flash_read_Bps
-    return r + max(write / path.flash_write_Bps, compute - r), r
+    accumulated = kind == "update" and (len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index))
+    first = micro_batch == 0 and not plan.shares_accumulator(kp.index)
+    incoming = kp.nnz * PRECISION_BYTES[plan.scenario.training.gradient_precision]
+    t = job_traffic(plan.optimizer, kind, kp.nnz, kp.state_tiers, first=first, accumulated=accumulated,
+                    incoming_bytes=incoming)
+    return job_seconds(t, path.dram_Bps, path.flash_read_Bps, path.flash_write_Bps, path.opt_flops)
 
 
 # ---------------------------------------------------------------------------------------- passes

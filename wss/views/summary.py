@@ -63,6 +63,20 @@ def _limits_line(hw: HardwareConfig) -> list[str]:
     ]
 
 
+#: How the summary names MemoryX's state components.
+_COMPONENT_NAMES = {"weights": "weights", "gradient": "gradient accumulators", "moments": "optimizer moments"}
+
+
+def _placement_lines(components: dict[str, dict[str, float]], label: str) -> list[str]:
+    """Which state components live in flash, when any does (DRAM is filled hottest first); ``label`` comes
+    padded to the caller's column."""
+    in_flash = [(c, v.get("flash", 0.0)) for c, v in components.items() if v.get("flash", 0.0) > 0]
+    if not in_flash:
+        return []
+    parts = ", ".join(f"{_COMPONENT_NAMES.get(c, c)} {fmt_bytes(b)}" for c, b in in_flash)
+    return [f"  {label}{parts}"]
+
+
 def format_plan(plan: Plan) -> str:
     s = plan.scenario
     lines = [_headline(s, plan.params, plan.nnz), *_limits_line(s.hardware)]
@@ -70,6 +84,7 @@ def format_plan(plan: Plan) -> str:
         f"  MemoryX     {fmt_bytes(plan.memoryx_state_bytes)} of {fmt_bytes(s.hardware.memoryx.capacity_bytes)} "
         f"(DRAM {fmt_bytes(plan.memoryx_dram_bytes)}, flash {fmt_bytes(plan.memoryx_flash_bytes)})"
     )
+    lines.extend(_placement_lines(plan.memoryx_components, f"{'in flash':<12}"))
     lines.append(
         f"  wafer SRAM  {fmt_bytes(plan.sram_bytes_needed)} of {fmt_bytes(plan.sram_bytes_available)} for activations "
         f"(micro-batch {max(plan.micro_batches)} x {len(plan.micro_batches)}, checkpointing {plan.checkpointing})"
@@ -122,6 +137,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
         f"{fmt_bytes(m.wafer_sram_available_bytes)} (micro-batch {m.micro_batch} x {m.micro_batches}, "
         f"checkpointing {m.activation_checkpointing})"
     )
+    lines.extend(_placement_lines(m.memoryx_components, f"{'in flash':<13}"))
     if r.plan_choice is not None:
         lines.append(f"  plan         {r.plan_choice.line()}")
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]

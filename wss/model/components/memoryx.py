@@ -9,9 +9,16 @@ Three processes:
   depends on the previous step's update (the iteration boundary) or on a
   prefetch, reads each chunk from DRAM and sends it to SwarmX: per chunk
   ``max(bytes read / DRAM bandwidth, bytes sent / network bandwidth)`` with
-  all shards in parallel;
-* ``receive`` takes summed gradient chunks and, once a kernel pass is
-  complete, hands an accumulation or update job to the optimizer.
+  all shards in parallel, the read sharing DRAM with the other users;
+* ``receive`` takes summed gradient chunks, writes each into DRAM and, once
+  a kernel pass is complete, hands an accumulation or update job to the
+  optimizer.
+
+One DRAM serves them all (:class:`~wss.model.components.dram.SharedDram`):
+the stream's reads, the gradient intake's writes, flash prefetch's writes
+into the staging area, and the optimizer's DRAM-resident state.  The weights
+stream from the tier placement put the kernel's weights in; the optimizer
+finds each state component where placement put it.
 
 Shards hold an even slice of every kernel, so they are folded into one
 stream at their aggregate bandwidth.
@@ -21,13 +28,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
+from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
+from wss.model.components.optimizer_costs import StateTiers
 from wss.model.program import Pass
 
 __all__ = ["KernelStore", "MemoryXSettings", "MemoryX"]
@@ -38,9 +47,11 @@ class KernelStore:
     """What MemoryX knows of one streamed kernel.
 
     ``stream_bytes`` go out per pass (to one wafer link) in ``n_chunks``
-    chunks; ``read_bytes`` are read from the kernel's ``tier`` ("dram" or
-    "flash") per pass.  A tied kernel streams its ``state_owner``'s weights
-    and adds its gradient into the owner's accumulator.
+    chunks; ``read_bytes`` are read per pass from ``tier`` ("dram" or
+    "flash"), where the weights live; ``state_tiers`` says where each state
+    component lives, for the optimizer.  A tied kernel streams its
+    ``state_owner``'s weights and adds its gradient into the owner's
+    accumulator.
     """
 
     index: int
@@ -51,6 +62,7 @@ class KernelStore:
     tier: str
     state_owner: int
     shares_accumulator: bool
+    state_tiers: StateTiers = field(default_factory=StateTiers)
 
     @property
     def owns_state(self) -> bool:
@@ -67,7 +79,6 @@ class MemoryXSettings:
     (the last one's gradient triggers the update).
     """
 
-    dram_Bps: float
     network_Bps: float
     flash_read_Bps: float
     latency_s: float
@@ -81,7 +92,7 @@ class MemoryX:
     """MemoryX (all shards folded into one stream by its settings' rates)."""
 
     def __init__(self, env: simpy.Environment, settings: MemoryXSettings, program: list[Pass],
-                 optimizer: OptimizerCoprocessor, flash_channel: simpy.Resource):
+                 optimizer: OptimizerCoprocessor, flash_channel: simpy.Resource, dram: SharedDram):
         self.env = env
         self.settings = settings
         self.name = settings.name
@@ -91,7 +102,7 @@ class MemoryX:
         self.optimizer = optimizer
         self.flash_channel = flash_channel
         self.latency_s = settings.latency_s
-        self.dram_Bps = settings.dram_Bps
+        self.dram = dram
         self.net_Bps = settings.network_Bps
         self.flash_read_Bps = settings.flash_read_Bps
         self.out: simpy.Store | None = None
@@ -148,7 +159,9 @@ class MemoryX:
                 with self.flash_channel.request() as req:
                     yield req
                     dt = per_chunk / self.flash_read_Bps
-                    yield env.timeout(dt)
+                    t0 = env.now
+                    yield env.all_of([env.timeout(dt), self.dram.transfer(per_chunk)])  # lands in DRAM staging
+                    dt = env.now - t0
                     self.flash_busy_s += dt
                     self.flash_bytes_read += per_chunk
                     if self.prefetch_spans is not None:
@@ -184,8 +197,9 @@ class MemoryX:
                         yield ev
                         if cause == "stream":
                             cause, cause_wait = "flash", env.now - t0
-                dt = max(read_c / self.dram_Bps, bytes_c / self.net_Bps)
-                yield env.timeout(dt)
+                t0 = env.now
+                yield env.all_of([self.dram.transfer(read_c), env.timeout(bytes_c / self.net_Bps)])
+                dt = env.now - t0
                 self.stream_busy_s += dt
                 self.bytes_out += bytes_c
                 if self.stream_spans is not None:
@@ -206,6 +220,7 @@ class MemoryX:
             g = yield self.grad_inbox.get()
             if g.ready_at > env.now:
                 yield env.timeout(g.ready_at - env.now)
+            yield self.dram.transfer(g.bytes)  # the gradient intake lands the chunk in DRAM
             self.bytes_in += g.bytes
             if not g.last:
                 continue
@@ -216,5 +231,5 @@ class MemoryX:
             first = p.micro_batch == 0 and not kp.shares_accumulator
             accumulated = n_mb > 1 or kp.shares_accumulator
             self.optimizer.submit(
-                UpdateJob(kp.index, p.step, p.micro_batch, kind, kp.nnz, kp.tier, env.now), first, accumulated
+                UpdateJob(kp.index, p.step, p.micro_batch, kind, kp.nnz, kp.state_tiers, env.now), first, accumulated
             )

@@ -1,15 +1,20 @@
 """The optimizer coprocessor in MemoryX.
 
 MemoryX receives each kernel's summed gradient and, once the last
-micro-batch's gradient has arrived, updates the kernel's weights and state:
-``time = max(state bytes moved / tier bandwidth, optimizer FLOPs / FLOP
-rate)``.  Earlier micro-batches' gradients are accumulated (read and write
-the fp32 gradient buffer, one add per weight).  Shards work on their slice of
-every kernel in parallel, so the folded coprocessor runs at the shards'
-aggregate rates.  Jobs run one at a time in arrival order.
+micro-batch's gradient has arrived, updates the kernel's weights and state.
+Earlier micro-batches' gradients are accumulated (read and write the fp32
+gradient buffer, one add per weight).  Shards work on their slice of every
+kernel in parallel, so the folded coprocessor runs at the shards' aggregate
+rates.  Jobs run one at a time in arrival order.
 
-For a flash-resident kernel the state is read over the shared flash channel
-(contending with weight prefetch) and written back at the flash write rate.
+Each component of the state (weights, gradient accumulator, moments) lives in
+its own tier (:func:`~wss.model.components.optimizer_costs.job_traffic`), and
+a job's three kinds of work run side by side, so it lasts as long as the
+longest: its DRAM bytes through the DRAM it shares with the weight stream and
+the gradient intake (:class:`~wss.model.components.dram.SharedDram`); its
+flash-resident state read over the flash channel (contending with weight
+prefetch) and then written back at the flash write rate; and its FLOPs at the
+coprocessor's rate.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any
 
 import simpy
 
-from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
+from wss.model.components.dram import SharedDram
+from wss.model.components.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
 
 __all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
 
@@ -33,11 +39,11 @@ class OptimizerSettings:
     when the shards are folded into one coprocessor.
     """
 
-    dram_Bps: float
     flash_read_Bps: float
     flash_write_Bps: float
     flops_per_s: float
     cost: OptimizerCost
+    incoming_bytes_per_param: float  # the summed gradient's wire precision, read back from DRAM by every job
     name: str = "memoryx.optimizer"
 
 
@@ -50,10 +56,9 @@ class UpdateJob:
     micro_batch: int
     kind: str  # "update" or "accumulate"
     nnz: int
-    tier: str
+    tiers: StateTiers
     arrived: float
-    read_bytes: float = 0.0
-    write_bytes: float = 0.0
+    traffic: JobTraffic | None = None
     flops: float = 0.0
     start: float = 0.0
     end: float = 0.0
@@ -62,17 +67,30 @@ class UpdateJob:
     def queued_s(self) -> float:
         return self.start - self.arrived
 
+    @property
+    def read_bytes(self) -> float:
+        """Bytes read from either tier (the incoming gradient included)."""
+        t = self.traffic
+        return t.dram_read_bytes + t.flash_read_bytes if t is not None else 0.0
+
+    @property
+    def write_bytes(self) -> float:
+        """Bytes written to either tier."""
+        t = self.traffic
+        return t.dram_write_bytes + t.flash_write_bytes if t is not None else 0.0
+
 
 class OptimizerCoprocessor:
     """The optimizer coprocessor (folded over the MemoryX shards by its settings' rates)."""
 
-    def __init__(self, env: simpy.Environment, settings: OptimizerSettings, flash_channel: simpy.Resource):
+    def __init__(self, env: simpy.Environment, settings: OptimizerSettings, flash_channel: simpy.Resource,
+                 dram: SharedDram):
         self.env = env
         self.settings = settings
         self.name = settings.name
         self.cost = settings.cost
         self.flash_channel = flash_channel
-        self.dram_Bps = settings.dram_Bps
+        self.dram = dram
         self.flash_read_Bps = settings.flash_read_Bps
         self.flash_write_Bps = settings.flash_write_Bps
         self.flops_rate = settings.flops_per_s
@@ -101,38 +119,38 @@ class OptimizerCoprocessor:
         ``first``: an accumulation that starts the fp32 gradient buffer (write only).
         ``accumulated``: an update whose gradient sits in that buffer (read it too).
         """
-        n = job.nnz
-        if job.kind == "update":
-            job.read_bytes = n * self.cost.read_scalars * SCALAR_BYTES + (n * SCALAR_BYTES if accumulated else 0)
-            job.write_bytes = n * self.cost.write_scalars * SCALAR_BYTES
-            job.flops = n * self.cost.flops
-        else:  # add this gradient into the fp32 accumulator
-            job.read_bytes = 0.0 if first else n * SCALAR_BYTES
-            job.write_bytes = n * SCALAR_BYTES
-            job.flops = 0.0 if first else float(n)
+        job.traffic = job_traffic(self.cost, job.kind, job.nnz, job.tiers, first=first, accumulated=accumulated,
+                                  incoming_bytes=job.nnz * self.settings.incoming_bytes_per_param)
+        job.flops = job.traffic.flops
         self.queue.put(job)
 
     def run(self) -> Generator[simpy.Event, Any, None]:
-        """Process: execute jobs in arrival order."""
+        """Process: execute jobs in arrival order, each one's DRAM, flash and FLOPs side by side."""
         env = self.env
         while True:
             job = yield self.queue.get()
             self.current = job
             job.start = env.now
-            compute = job.flops / self.flops_rate
-            if job.tier == "dram":
-                yield env.timeout(max((job.read_bytes + job.write_bytes) / self.dram_Bps, compute))
-            else:
-                with self.flash_channel.request() as req:
-                    yield req
-                    read = job.read_bytes / self.flash_read_Bps
-                    yield env.timeout(read)
-                    self.flash_busy_s += read
-                rest = max(job.write_bytes / self.flash_write_Bps, compute - (env.now - job.start))
-                yield env.timeout(max(rest, 0.0))
+            t = job.traffic
+            assert t is not None
+            work: list[simpy.Event] = [env.timeout(t.flops / self.flops_rate)]
+            if t.dram_bytes > 0:
+                work.append(self.dram.transfer(t.dram_bytes))
+            if t.flash_read_bytes + t.flash_write_bytes > 0:
+                work.append(env.process(self._flash(t)))
+            yield env.all_of(work)
             job.end = env.now
             self.current = None
             self.busy_s += job.end - job.start
             self.jobs.append(job)
             if job.kind == "update":
                 self.done_event(job.kernel, job.step).succeed()
+
+    def _flash(self, t: JobTraffic) -> Generator[simpy.Event, Any, None]:
+        """A job's flash-resident state: read over the shared channel, then written back."""
+        with self.flash_channel.request() as req:
+            yield req
+            read = t.flash_read_bytes / self.flash_read_Bps
+            yield self.env.timeout(read)
+            self.flash_busy_s += read
+        yield self.env.timeout(t.flash_write_bytes / self.flash_write_Bps)

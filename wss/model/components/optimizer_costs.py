@@ -28,40 +28,159 @@ hand (a declared assumption):
   The per-kernel work (two square roots and a divide, and summing each
   shard's partial norms across MemoryX's shards) is a few scalars per
   kernel and not counted.
+
+The state has three components that MemoryX may keep in different tiers
+(:class:`StateTiers`): the fp32 master ``weights`` (read by every stream
+pass), the fp32 ``gradient`` accumulator, and the optimizer's ``moments``
+(none for SGD, ``u`` for momentum, ``m`` and ``v`` for Adam, AdamW and
+LAMB).  Each optimizer's reads and writes are counted per component, so a
+job costs each component's traffic at its own tier (:func:`job_traffic`).
+Every job also reads the incoming summed gradient, which the network lands
+in DRAM (the gradient intake writes it there first).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OptimizerCost", "OPTIMIZER_COSTS", "SCALAR_BYTES"]
+__all__ = [
+    "OptimizerCost", "OPTIMIZER_COSTS", "SCALAR_BYTES", "STATE_COMPONENTS", "StateTiers", "JobTraffic", "job_traffic",
+    "job_seconds",
+]
 
 #: MemoryX keeps master weights and optimizer state in fp32.
 SCALAR_BYTES = 4
 
+#: The parts of a kernel's MemoryX state that placement may put in different tiers, hottest first:
+#: the weights are read by every stream pass, the gradient accumulator by every micro-batch's
+#: accumulation, the moments once per step by the update.
+STATE_COMPONENTS = ("weights", "gradient", "moments")
+
 
 @dataclass(frozen=True)
 class OptimizerCost:
-    """Per-parameter cost of one optimizer in MemoryX."""
+    """Per-parameter cost of one optimizer in MemoryX.
 
-    state_scalars: int
-    read_scalars: int
-    write_scalars: int
+    ``reads`` and ``writes`` are the fp32 scalars an update moves per parameter, by state component
+    (weights, gradient slot, moments), not counting the gradient accumulator's read when micro-batches
+    accumulate, nor the incoming gradient.
+    """
+
+    moment_scalars: int
+    reads: tuple[int, int, int]
+    writes: tuple[int, int, int]
     flops: float
+
+    @property
+    def state_scalars(self) -> int:
+        """Scalars kept per parameter: the weight, the gradient accumulator and the moments."""
+        return 2 + self.moment_scalars
 
     @property
     def state_bytes(self) -> int:
         return self.state_scalars * SCALAR_BYTES
 
     @property
+    def read_scalars(self) -> int:
+        return sum(self.reads)
+
+    @property
+    def write_scalars(self) -> int:
+        return sum(self.writes)
+
+    @property
     def moved_bytes(self) -> int:
         return (self.read_scalars + self.write_scalars) * SCALAR_BYTES
 
+    def component_scalars(self) -> dict[str, int]:
+        """Scalars per parameter of each state component (what capacity counts)."""
+        return {"weights": 1, "gradient": 1, "moments": self.moment_scalars}
+
 
 OPTIMIZER_COSTS: dict[str, OptimizerCost] = {
-    "sgd": OptimizerCost(state_scalars=2, read_scalars=1, write_scalars=1, flops=2.0),
-    "momentum": OptimizerCost(state_scalars=3, read_scalars=2, write_scalars=2, flops=4.0),
-    "adam": OptimizerCost(state_scalars=4, read_scalars=3, write_scalars=3, flops=12.0),
-    "adamw": OptimizerCost(state_scalars=4, read_scalars=3, write_scalars=3, flops=14.0),
-    "lamb": OptimizerCost(state_scalars=4, read_scalars=5, write_scalars=4, flops=18.0),
+    "sgd": OptimizerCost(moment_scalars=0, reads=(1, 0, 0), writes=(1, 0, 0), flops=2.0),
+    "momentum": OptimizerCost(moment_scalars=1, reads=(1, 0, 1), writes=(1, 0, 1), flops=4.0),
+    "adam": OptimizerCost(moment_scalars=2, reads=(1, 0, 2), writes=(1, 0, 2), flops=12.0),
+    "adamw": OptimizerCost(moment_scalars=2, reads=(1, 0, 2), writes=(1, 0, 2), flops=14.0),
+    # First pass: read w, m, v; write m, v and u (into the gradient slot).  Second: read w, u; write w.
+    "lamb": OptimizerCost(moment_scalars=2, reads=(2, 1, 2), writes=(1, 1, 2), flops=18.0),
 }
+
+
+@dataclass(frozen=True)
+class StateTiers:
+    """The tier (``'dram'`` or ``'flash'``) of each component of one kernel's MemoryX state."""
+
+    weights: str = "dram"
+    gradient: str = "dram"
+    moments: str = "dram"
+
+    def of(self, component: str) -> str:
+        return str(getattr(self, component))
+
+    @property
+    def any_flash(self) -> bool:
+        return "flash" in (self.weights, self.gradient, self.moments)
+
+
+@dataclass(frozen=True)
+class JobTraffic:
+    """What one optimizer job moves, by tier and direction, and its FLOPs."""
+
+    dram_read_bytes: float
+    dram_write_bytes: float
+    flash_read_bytes: float
+    flash_write_bytes: float
+    flops: float
+
+    @property
+    def dram_bytes(self) -> float:
+        """Everything the job moves through DRAM, reads and writes together (one shared bandwidth)."""
+        return self.dram_read_bytes + self.dram_write_bytes
+
+
+def job_traffic(
+    cost: OptimizerCost, kind: str, nnz: float, tiers: StateTiers, *, first: bool, accumulated: bool,
+    incoming_bytes: float,
+) -> JobTraffic:
+    """The traffic of one job on one kernel of ``nnz`` non-zeros, each component at its tier.
+
+    ``kind`` is ``'update'`` or ``'accumulate'``.  An accumulation adds the incoming gradient into the
+    fp32 accumulator (``first``: it starts it, write only; one add per weight otherwise).  An update
+    moves the optimizer's scalars, plus the accumulator's read when ``accumulated``.  Both read the
+    ``incoming_bytes`` of the summed gradient from DRAM, where the network landed it.
+    """
+    moved: dict[str, list[float]] = {"dram": [0.0, 0.0], "flash": [0.0, 0.0]}  # tier -> [read, write] scalars
+    if kind == "update":
+        reads = list(cost.reads)
+        reads[1] += 1 if accumulated else 0
+        for comp, r, w in zip(STATE_COMPONENTS, reads, cost.writes):
+            moved[tiers.of(comp)][0] += r
+            moved[tiers.of(comp)][1] += w
+        flops = nnz * cost.flops
+    else:
+        moved[tiers.gradient][0] += 0 if first else 1
+        moved[tiers.gradient][1] += 1
+        flops = 0.0 if first else float(nnz)
+    per = nnz * SCALAR_BYTES
+    return JobTraffic(
+        dram_read_bytes=per * moved["dram"][0] + incoming_bytes,
+        dram_write_bytes=per * moved["dram"][1],
+        flash_read_bytes=per * moved["flash"][0],
+        flash_write_bytes=per * moved["flash"][1],
+        flops=flops,
+    )
+
+
+def job_seconds(
+    t: JobTraffic, dram_Bps: float, flash_read_Bps: float, flash_write_Bps: float, flops_per_s: float
+) -> tuple[float, float]:
+    """A job's service time when it has MemoryX to itself, and the part of it that holds the flash channel.
+
+    Its DRAM traffic, its flash read then write, and its FLOPs run side by side:
+    ``max(DRAM bytes / DRAM rate, flash read / read rate + flash write / write rate, FLOPs / FLOP rate)``.
+    The simulator's coprocessor takes exactly this when nothing else uses DRAM or the flash channel.
+    """
+    channel = t.flash_read_bytes / flash_read_Bps
+    seconds = max(t.dram_bytes / dram_Bps, channel + t.flash_write_bytes / flash_write_Bps, t.flops / flops_per_s)
+    return seconds, channel

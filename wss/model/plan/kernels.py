@@ -57,6 +57,7 @@ def plan_kernels(
             read_bytes=float(p.nnz * SCALAR_BYTES),
             state_bytes=float(placement.state_bytes[ki]),
             tier=placement.tiers[ki],
+            state_tiers=placement.component_tiers[ki],
             n_chunks=chunk_count(st.stream_bytes, scenario.simulation),
             cycles=cycles[ki],
             state_owner=placement.owners[ki],

@@ -1,25 +1,41 @@
-"""Step 3: MemoryX capacity and placement of every kernel's state in DRAM or flash.
+"""Step 3: MemoryX capacity and placement of every kernel's state, component by component, in DRAM or flash.
 
 Each kernel that owns its weights (tied weights live once, with their owner)
-keeps its non-zeros' optimizer state and its mask in MemoryX.  If all of it
-fits DRAM, everything is DRAM.  Otherwise a fraction of DRAM is kept to stage
-flash prefetches and, in forward order, each kernel's state goes to DRAM if it
-fits what is left of the rest, else to flash (a kernel is never split across
-tiers).  A tied kernel is read from wherever its owner lives.
+keeps three state components in MemoryX: its fp32 master weights with its
+sparsity mask, its fp32 gradient accumulator, and the optimizer's moments
+(:data:`~wss.model.components.optimizer_costs.STATE_COMPONENTS`).  If all of
+it fits DRAM, everything is DRAM.  Otherwise DRAM is filled hottest first:
+every kernel's weights (read by both stream passes of every micro-batch),
+then the gradient accumulators (touched by every micro-batch's
+accumulation), then the moments (touched once per step by the update), each
+in forward order (the first kernels are the ones the iteration boundary
+waits for), first fit; what does not fit goes to flash.  MemoryX uses DRAM
+and flash "in a hybrid fashion" (Cerebras, overview of the MemoryX service);
+which state goes where is not published, so hottest-first, forward order and
+first fit are ASSUMPTIONS of wss: the placement a runtime that knows the
+access pattern would choose.  A share of DRAM
+(``prefetch_buffer_fraction``) is kept to stage flash prefetches only when
+some kernel's weights live in flash, since only streamed weights are
+prefetched; flash-resident gradients and moments are read by the optimizer
+over the flash channel directly.  A tied kernel is read from wherever its
+owner's components live.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wss.model.components.optimizer_costs import OptimizerCost
+from wss.model.components.optimizer_costs import SCALAR_BYTES, STATE_COMPONENTS, OptimizerCost, StateTiers
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.plan.formats import mask_bytes
 from wss.model.plan.problems import fmt_bytes, infeasible
 from wss.model.scenario import Scenario
 from wss.model.workload import StreamedKernel
 
-__all__ = ["Placement", "place_state", "state_owners", "kernel_state_bytes", "check_capacity", "assign_tiers"]
+__all__ = [
+    "Placement", "place_state", "state_owners", "component_bytes", "check_capacity",
+    "assign_tiers",
+]
 
 
 @dataclass(frozen=True)
@@ -33,30 +49,38 @@ class Placement:
     owners
         Per kernel, the index of the kernel whose state it uses (itself unless tied).
     state_bytes
-        Per kernel, MemoryX bytes of its optimizer state and mask (0 for a tied kernel).
-    tiers
-        Per kernel, ``'dram'`` or ``'flash'`` (a tied kernel's is its owner's).
+        Per kernel, MemoryX bytes of its state and mask (0 for a tied kernel).
+    component_tiers
+        Per kernel, the tier of each state component (a tied kernel's are its owner's).
+    component_bytes
+        Per state component, bytes in ``'dram'`` and in ``'flash'`` (for results and views).
     total_bytes
         All state in MemoryX.
     dram_bytes, flash_bytes
         State in DRAM and in flash.
     staging_bytes
-        DRAM kept to stage flash prefetches (0 when everything fits DRAM).
+        DRAM kept to stage flash prefetches (0 unless some weights live in flash).
     """
 
     owners: list[int]
     state_bytes: list[float]
-    tiers: list[str]
+    component_tiers: list[StateTiers]
+    component_bytes: dict[str, dict[str, float]]
     total_bytes: float
     dram_bytes: float
     flash_bytes: float
     staging_bytes: float
 
+    @property
+    def tiers(self) -> list[str]:
+        """Per kernel, where its weights live: the tier its stream passes read."""
+        return [t.weights for t in self.component_tiers]
+
 
 def place_state(
     scenario: Scenario, kernels: list[StreamedKernel], profiles: list[NnzProfile], opt: OptimizerCost
 ) -> Placement:
-    """Check MemoryX capacity and place every kernel's state.
+    """Check MemoryX capacity and place every kernel's state components.
 
     Parameters
     ----------
@@ -65,7 +89,7 @@ def place_state(
     kernels, profiles
         The streamed kernels in forward order and their non-zero profiles.
     opt
-        The optimizer's per-parameter cost (state bytes per non-zero).
+        The optimizer's per-parameter cost (state scalars per non-zero).
 
     Raises
     ------
@@ -73,16 +97,22 @@ def place_state(
         The state exceeds MemoryX, or the part that must live in flash exceeds flash.
     """
     owners = state_owners(kernels)
-    state = kernel_state_bytes(kernels, profiles, owners, opt)
+    parts = component_bytes(kernels, profiles, owners, opt)
+    state = [sum(p.values()) for p in parts]
     total_state = float(sum(state))
     check_capacity(scenario, total_state, profiles, opt)
-    tiers, staging = assign_tiers(scenario, state, total_state)
-    tiers = [tiers[owners[i]] for i in range(len(tiers))]  # tied weights are read where their owner lives
-    dram_used = sum(b for b, t in zip(state, tiers) if t == "dram")
+    own_tiers, staging = assign_tiers(scenario, parts, total_state)
+    tiers = [own_tiers[owners[i]] for i in range(len(own_tiers))]  # tied weights live where their owner's do
+    by_component = {c: {"dram": 0.0, "flash": 0.0} for c in STATE_COMPONENTS}
+    for p, t in zip(parts, own_tiers):
+        for c in STATE_COMPONENTS:
+            by_component[c][t.of(c)] += p[c]
+    dram_used = sum(v["dram"] for v in by_component.values())
     return Placement(
         owners=owners,
         state_bytes=state,
-        tiers=tiers,
+        component_tiers=tiers,
+        component_bytes=by_component,
         total_bytes=total_state,
         dram_bytes=dram_used,
         flash_bytes=total_state - dram_used,
@@ -96,14 +126,21 @@ def state_owners(kernels: list[StreamedKernel]) -> list[int]:
     return [index_of[k.tied_to] if k.tied_to is not None else i for i, k in enumerate(kernels)]
 
 
-def kernel_state_bytes(
+def component_bytes(
     kernels: list[StreamedKernel], profiles: list[NnzProfile], owners: list[int], opt: OptimizerCost
-) -> list[float]:
-    """Per kernel, MemoryX bytes of optimizer state and mask; tied weights live (and are updated) once."""
-    return [
-        p.nnz * opt.state_bytes + mask_bytes(k, p) if owners[i] == i else 0
-        for i, (k, p) in enumerate(zip(kernels, profiles))
-    ]
+) -> list[dict[str, float]]:
+    """Per kernel, MemoryX bytes of each state component: fp32 weights with the mask, the fp32 gradient
+    accumulator, the moments (all 0 for a tied kernel, whose state is its owner's)."""
+    out = []
+    for i, (k, p) in enumerate(zip(kernels, profiles)):
+        if owners[i] != i:
+            out.append(dict.fromkeys(STATE_COMPONENTS, 0.0))
+            continue
+        scalars = opt.component_scalars()
+        parts = {c: float(p.nnz * SCALAR_BYTES * scalars[c]) for c in STATE_COMPONENTS}
+        parts["weights"] += mask_bytes(k, p)
+        out.append(parts)
+    return out
 
 
 def check_capacity(scenario: Scenario, total_state: float, profiles: list[NnzProfile], opt: OptimizerCost) -> None:
@@ -120,32 +157,44 @@ def check_capacity(scenario: Scenario, total_state: float, profiles: list[NnzPro
         )
 
 
-def assign_tiers(scenario: Scenario, state: list[float], total_state: float) -> tuple[list[str], float]:
-    """Per kernel, the tier its own state goes to, and the DRAM kept for flash staging.
+def assign_tiers(
+    scenario: Scenario, parts: list[dict[str, float]], total_state: float
+) -> tuple[list[StateTiers], float]:
+    """Per kernel, the tier of each of its own state components, and the DRAM kept for flash staging.
 
-    Everything is DRAM if it fits.  Otherwise, in forward order (the first kernels are the ones the
-    iteration boundary waits for), a kernel goes to DRAM while it fits the DRAM left after staging.
-    Raises :class:`~wss.errors.InfeasibleError` when what goes to flash exceeds flash.
+    Everything is DRAM if it fits.  Otherwise components fill DRAM hottest first (all weights, then
+    all gradient accumulators, then all moments), each in forward order, first fit.  Staging is kept
+    only when some weights must go to flash.  Raises :class:`~wss.errors.InfeasibleError` when what
+    goes to flash exceeds flash.
     """
     mx = scenario.hardware.memoryx
     if total_state <= mx.dram_total_bytes:
-        return ["dram"] * len(state), 0.0
-    staging = mx.dram_total_bytes * mx.prefetch_buffer_fraction
-    budget = mx.dram_total_bytes - staging
-    tiers = []
-    for b in state:
-        if b <= budget:
-            tiers.append("dram")
-            budget -= b
-        else:
-            tiers.append("flash")
-    flash_used = sum(b for b, t in zip(state, tiers) if t == "flash")
+        return [StateTiers() for _ in parts], 0.0
+    tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes)
+    staging = 0.0
+    if any(t.weights == "flash" for t in tiers):
+        staging = mx.dram_total_bytes * mx.prefetch_buffer_fraction
+        tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes - staging)
     if flash_used > mx.flash_total_bytes:
+        kept = f" (DRAM keeps {mx.prefetch_buffer_fraction:.0%} for prefetch staging)" if staging else ""
         raise infeasible(
             scenario,
             "hardware.memoryx",
-            f"{fmt_bytes(flash_used)} must live in flash (DRAM keeps "
-            f"{mx.prefetch_buffer_fraction:.0%} for prefetch staging) but flash holds "
-            f"{fmt_bytes(mx.flash_total_bytes)}",
+            f"{fmt_bytes(flash_used)} must live in flash{kept} but flash holds {fmt_bytes(mx.flash_total_bytes)}",
         )
     return tiers, staging
+
+
+def _fill_dram(parts: list[dict[str, float]], budget: float) -> tuple[list[StateTiers], float]:
+    """Components into a DRAM ``budget``, hottest component first, first fit; the rest to flash."""
+    where: list[dict[str, str]] = [{} for _ in parts]
+    flash_used = 0.0
+    for c in STATE_COMPONENTS:
+        for i, p in enumerate(parts):
+            if p[c] <= budget:
+                where[i][c] = "dram"
+                budget -= p[c]
+            else:
+                where[i][c] = "flash"
+                flash_used += p[c]
+    return [StateTiers(**w) for w in where], flash_used

@@ -41,7 +41,7 @@ import numpy as np
 
 from wss.model.components.inputs import TOKEN_ID_BYTES
 from wss.model.components.links import chunks_buffered
-from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost
+from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.kernels import chunk_count
@@ -131,7 +131,7 @@ class Costing:
             sum(op.flops_per_token for op in wafer_ops if op.block is not None),
         )
         owns = np.array([o == i for i, o in enumerate(placement.owners)])
-        acc0, acc1, update, channel = _optimizer_terms(scenario, optimizer, nnz, read_b, owns, flash)
+        acc0, acc1, update, channel = _optimizer_terms(scenario, optimizer, nnz, read_b, owns, placement)
         fill = float(down[0, 0] + link[0].sum() + up[0].sum() + 2 * (depth + 1) * hop)
         if s.workload.model.input == "tokens":
             per_sample = s.seq_len * TOKEN_ID_BYTES
@@ -299,40 +299,48 @@ class Costing:
 
 def _optimizer_terms(
     scenario: Scenario, optimizer: OptimizerCost, nnz: np.ndarray, read_b: np.ndarray, owns: np.ndarray,
-    flash: np.ndarray,
+    placement: Placement,
 ) -> tuple[float, float, np.ndarray, tuple[np.ndarray, tuple[float, float], np.ndarray, np.ndarray]]:
     """The optimizer's jobs and the flash channel, per kernel, for :meth:`Costing.of`.
 
     Returns the accumulation of every kernel's gradient (first micro-batch, later ones), each
     kernel's update ``[single, accumulating]``, and the flash channel's work: each kernel's
     prefetch read per streamed pass, the accumulations' and the updates' flash reads, and the writes
-    left after the channel's last read.
+    left after the channel's last read.  Each job is priced as it runs alone
+    (:func:`~wss.model.components.optimizer_costs.job_seconds`), each state component at its tier:
+    the DRAM the optimizer shares with the stream is left to the simulator.
     """
     mx = scenario.hardware.memoryx
-    opt_rate, svc_dram = mx.shards * mx.optimizer_flops, mx.shards * mx.dram_bandwidth_Bps
-    f_read, f_write = mx.shards * mx.flash_read_bandwidth_Bps, mx.shards * mx.flash_write_bandwidth_Bps
-
-    def job(read_scalars: float, write_scalars: float, flops: float) -> np.ndarray:
-        """Each kernel's optimizer job: DRAM-resident at DRAM rate, flash-resident read then written."""
-        rb, wb, c = nnz * SCALAR_BYTES * read_scalars, nnz * SCALAR_BYTES * write_scalars, nnz * flops / opt_rate
-        in_dram = np.maximum((rb + wb) / svc_dram, c)
-        in_flash = rb / f_read + np.maximum(wb / f_write, c - rb / f_read)
-        return np.where(owns, np.where(flash, in_flash, in_dram), 0.0)
-
-    def flash_read(read_scalars: float) -> np.ndarray:
-        """The flash-channel seconds of those jobs (their reads of flash-resident state)."""
-        return np.where(owns & flash, nnz * SCALAR_BYTES * read_scalars / f_read, 0.0)
-
-    acc0, acc1 = float(job(0, 1, 0).sum()), float(job(1, 1, 1).sum())
-    update = np.stack([job(optimizer.read_scalars, optimizer.write_scalars, optimizer.flops),
-                       job(optimizer.read_scalars + 1, optimizer.write_scalars, optimizer.flops)], axis=1)
-    upd_read = np.stack([flash_read(optimizer.read_scalars), flash_read(optimizer.read_scalars + 1)], axis=1)
-    # After the channel's last read (the update of the first flash-resident kernel, which comes last),
-    # the optimizer still writes that kernel's state.
-    last = int(np.argmax(owns & flash)) if bool((owns & flash).any()) else 0
-    channel = (np.where(flash, read_b / f_read, 0.0), (float(flash_read(0).sum()), float(flash_read(1).sum())),
+    rates = (mx.shards * mx.dram_bandwidth_Bps, mx.shards * mx.flash_read_bandwidth_Bps,
+             mx.shards * mx.flash_write_bandwidth_Bps, mx.shards * mx.optimizer_flops)
+    incoming = PRECISION_BYTES[scenario.training.gradient_precision]
+    # (kind, first, accumulated) of the four jobs a kernel can see: accumulations of the first and of later
+    # micro-batches, and the update without and with an accumulated gradient.
+    kinds = (("accumulate", True, False), ("accumulate", False, False), ("update", True, False),
+             ("update", True, True))
+    seconds = np.zeros((len(nnz), 4))
+    channel_s = np.zeros((len(nnz), 4))
+    priced: dict[tuple[float, StateTiers], list[tuple[float, float]]] = {}  # kernels of one shape priced once
+    for i, (n, tiers) in enumerate(zip(nnz, placement.component_tiers)):
+        if not owns[i]:
+            continue
+        if (n, tiers) not in priced:
+            priced[(n, tiers)] = [
+                job_seconds(job_traffic(optimizer, kind, float(n), tiers, first=first, accumulated=acc,
+                                        incoming_bytes=float(n) * incoming), *rates)
+                for kind, first, acc in kinds
+            ]
+        seconds[i], channel_s[i] = zip(*priced[(n, tiers)])
+    update, upd_read = seconds[:, 2:], channel_s[:, 2:]
+    # After the channel's last read (the update of the first kernel with flash-resident state, which comes
+    # last), the optimizer still writes that kernel's state.
+    in_flash = upd_read[:, 0] > 0
+    last = int(np.argmax(in_flash)) if bool(in_flash.any()) else 0
+    weights_in_flash = np.array([t == "flash" for t in placement.tiers])
+    channel = (np.where(weights_in_flash, read_b / rates[1], 0.0),
+               (float(channel_s[:, 0].sum()), float(channel_s[:, 1].sum())),
                upd_read.sum(axis=0), update[last] - upd_read[last])
-    return acc0, acc1, update, channel
+    return float(seconds[:, 0].sum()), float(seconds[:, 1].sum()), update, channel
 
 
 def rank(costing: Costing, candidates: Sequence[Candidate]) -> list[CandidateCost]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wss.model.components.optimizer_costs import OptimizerCost
+from wss.model.components.optimizer_costs import OptimizerCost, StateTiers
 from wss.model.kernels.cycles import KernelCycles, NnzProfile
 from wss.model.plan_choice import PlanChoice
 from wss.model.scenario import Scenario
@@ -30,10 +30,12 @@ class KernelPlan:
     grad_bytes: float  # one backward pass, one wafer link
     read_bytes: float  # MemoryX tier bytes read per stream
     state_bytes: float  # MemoryX capacity
-    tier: str  # "dram" or "flash"
+    tier: str  # "dram" or "flash": where its weights live (what each stream pass reads)
     n_chunks: int
     cycles: dict[int, KernelCycles]  # tokens of a micro-batch -> cycles
     state_owner: int  # kernel whose MemoryX state and update this kernel's weights are (itself unless tied)
+    # Where each state component lives (the owner's, when tied).
+    state_tiers: StateTiers = field(default_factory=StateTiers)
 
     @property
     def nnz(self) -> int:
@@ -66,6 +68,7 @@ class Plan:
     memoryx_dram_bytes: float
     memoryx_flash_bytes: float
     staging_bytes: float
+    memoryx_components: dict[str, dict[str, float]]  # state component -> {"dram": bytes, "flash": bytes}
     tree_levels: int
     nodes_per_level: list[int]
     wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)

@@ -1,0 +1,94 @@
+"""MemoryX places state by component (weights, gradient accumulators, moments) and shares one DRAM bandwidth.
+
+The placement fills DRAM hottest first: the weights that every stream pass reads, then the gradient
+accumulators, then the moments the update touches once per step.  The stream, the gradient intake,
+flash staging and the optimizer all move their bytes through the same DRAM.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from core_helpers import dense_model, ideal_hardware, scenario_dict
+
+import wss
+from wss.model.components.optimizer_costs import SCALAR_BYTES
+from wss.model.simulate import simulate_detailed
+
+REPO = Path(__file__).resolve().parents[2]
+GPT3 = REPO / "scenarios" / "gpt3_175b.yaml"
+SPILL = {"hardware.memoryx.preset": "memoryx-2.4pb", "hardware.memoryx.dram_capacity_bytes": 1e11}
+
+
+def test_gpt3_spill_keeps_the_streamed_weights_in_dram_and_moments_in_flash():
+    """1.2 TB of DRAM holds GPT-3's 0.7 TB of fp32 weights: no stream waits for flash, the moments go there."""
+    result = wss.simulate(wss.load_scenario(GPT3, SPILL))
+    parts = result.memory.memoryx_components
+    assert parts["weights"]["flash"] == 0 and result.memory.memoryx_staging_bytes == 0
+    assert parts["moments"]["flash"] > 0.99 * (parts["moments"]["dram"] + parts["moments"]["flash"])
+    assert math.fsum(v for p in parts.values() for v in p.values()) == pytest.approx(
+        result.memory.memoryx_state_bytes, rel=1e-12)
+    assert result.breakdown_s["flash"] == 0  # every weight streams from DRAM
+    assert result.utilisation["memoryx.flash"] > 0  # the optimizer reads the moments over the flash channel
+    baseline = wss.simulate(wss.load_scenario(GPT3))
+    assert result.step_time_s == pytest.approx(baseline.step_time_s, rel=0.02)
+
+
+def _adam_with_moments_in_flash(flash_read: float, flash_write: float) -> dict:
+    """Two 2048 x 2048 Adam kernels: 32 MiB of weights and 32 MiB of gradients fit a 70 MB DRAM, the moments
+    (64 MiB) go to flash."""
+    return scenario_dict(
+        model=dense_model(2048, 2048, 2048),
+        optimizer="adam",
+        hardware=ideal_hardware(memoryx={
+            "shards": 1, "dram_capacity_bytes": 7e7, "flash_capacity_bytes": 1e9,
+            "flash_read_bandwidth_Bps": flash_read, "flash_write_bandwidth_Bps": flash_write,
+        }),
+    )
+
+
+def test_an_update_with_flash_resident_moments_reads_and_writes_them_over_flash():
+    flash_read, flash_write = 1e9, 5e8
+    result, cluster = simulate_detailed(wss.load_scenario(_adam_with_moments_in_flash(flash_read, flash_write)))
+    plan = cluster.plan
+    assert [k.state_tiers.moments for k in plan.kernels] == ["flash", "flash"]
+    assert [k.state_tiers.weights for k in plan.kernels] == ["dram", "dram"]
+    nnz = 2048 * 2048
+    for job in cluster.optimizer.jobs:
+        t = job.traffic
+        assert t is not None
+        # m and v: read 2 scalars over the channel, write 2; the weight and the incoming gradient in DRAM
+        assert (t.flash_read_bytes, t.flash_write_bytes) == (2 * nnz * SCALAR_BYTES, 2 * nnz * SCALAR_BYTES)
+        assert t.dram_bytes == 2 * nnz * SCALAR_BYTES + nnz * 2
+        # the DRAM side is fast (ideal hardware): the job lasts its flash read then write
+        assert job.end - job.start == pytest.approx(
+            t.flash_read_bytes / flash_read + t.flash_write_bytes / flash_write, rel=1e-9)
+    assert result.breakdown_s["flash"] == 0
+
+
+def test_every_byte_through_dram_is_counted_once():
+    """DRAM utilisation x bandwidth x run time = the stream's reads + the gradient intake + the optimizer's
+    DRAM traffic (+ flash staging writes, none here)."""
+    result, cluster = simulate_detailed(wss.load_scenario(scenario_dict(model="gpt3-125m", global_batch=4)))
+    mx = cluster.memoryx
+    expected = mx.bytes_read + mx.bytes_in + sum(j.traffic.dram_bytes for j in cluster.optimizer.jobs)
+    assert mx.dram.bytes_moved == pytest.approx(expected, rel=1e-12)
+    run_s = result.steps[-1].end_s
+    assert result.utilisation["memoryx.dram"] * mx.dram.bandwidth_Bps * run_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_the_optimizer_slows_when_it_shares_dram_with_the_stream():
+    """With a slow DRAM, updates that overlap the next kernels' stream take longer than they would alone,
+    and no job ever takes less than its alone time."""
+    raw = scenario_dict(model=dense_model(4096, 4096, 4096, 4096), optimizer="adamw", steps=2,
+                        hardware=ideal_hardware(memoryx={"shards": 1, "dram_bandwidth_Bps": 2e10}))
+    _, cluster = simulate_detailed(wss.load_scenario(raw))
+    opt = cluster.optimizer
+    stretched = 0
+    for job in opt.jobs:
+        alone = job.traffic.dram_bytes / opt.dram.bandwidth_Bps
+        assert job.end - job.start >= alone * (1 - 1e-12)
+        stretched += job.end - job.start > alone * (1 + 1e-6)
+    assert stretched > 0
