@@ -23,7 +23,7 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.45, "runtime overlap"),
+    "bert_large": ({}, 0.46, "runtime overlap"),
     "cerebras_gpt_13b": ({}, 0.05, None),
     "cs3_gpt3_13b": ({}, 0.04, None),
     "fc_mnist": ({}, 0.00, None),
@@ -33,7 +33,7 @@ CROSS_CHECK = {
     "gpt3_6.7b_sparse": ({}, 0.50, "bounded buffers"),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
-        -0.60,
+        -0.61,
         "bounded buffers",
     ),
     "gpt_1t": (
