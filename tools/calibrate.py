@@ -11,6 +11,7 @@ those values, so the fit can be re-run and audited whenever the model changes::
     python tools/calibrate.py --analytic            # the same with the planner's analytic level (fast)
     python tools/calibrate.py --params hardware.runtime.step_overhead_s,hardware.runtime.kernel_switch_s
     python tools/calibrate.py --at                  # no fit: the errors at the shipped values
+    python tools/calibrate.py --on m1,m4,m6 --params ...   # try other calibration rows (a hypothesis test)
 
 The fit minimises the sum of squared log errors of the calibration rows' throughput (a factor of
 two too fast weighs as much as a factor of two too slow) with Nelder-Mead on each parameter's
@@ -115,7 +116,7 @@ def fit(cases: Sequence[Case], params: Sequence[Parameter], analytic: bool,
 def report(cases: Sequence[Case], values: dict[str, float], analytic: bool) -> str:
     """One line per row: role, published, model, error, tolerance, within it or not."""
     err = errors_at(cases, values, analytic)
-    lines = [f"{'case':<28} {'role':<14} {'published':>10} {'model':>10} {'error':>8}  tolerance"]
+    lines = [f"{'case':<28} {'role (file)':<14} {'published':>10} {'model':>10} {'error':>8}  tolerance"]
     for case in cases:
         e = math.exp(err[case.name]) - 1.0
         tol = case.spec.tolerance or 0.0
@@ -131,9 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help=f"comma-separated scenario keys to fit (known: {', '.join(KNOWN)})")
     ap.add_argument("--analytic", action="store_true", help="use the planner's analytic level instead of simulating")
     ap.add_argument("--at", action="store_true", help="no fit: print the errors at the shipped values")
+    ap.add_argument("--on", default="",
+                    help="comma-separated row ids to fit instead of the cases marked 'calibrated on' (e.g. m1,m4,m6)")
     args = ap.parse_args(argv)
     cases = load_cases(CASES)
     calibration = [c for c in cases if c.spec.calibration == "calibrated on"]
+    if args.on:
+        wanted = [w.strip().lower() for w in args.on.split(",") if w.strip()]
+        calibration = [c for c in cases if any(c.name.startswith(f"measured_{w}_") for w in wanted)]
+        if len(calibration) != len(wanted):
+            print(f"error: --on: rows {args.on!r} do not all name a measured case", file=sys.stderr)
+            return 2
     keys = [k for k in args.params.split(",") if k]
     unknown = [k for k in keys if k not in KNOWN]
     if unknown:
