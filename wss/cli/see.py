@@ -34,9 +34,9 @@ __all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simu
 
 COMMANDS = ("plot", "report")
 
-#: ``wss report --group`` and ``--sort`` choices: :data:`wss.views.report.GROUPS` and ``SORT_KEYS``, repeated here
+#: ``wss report --by`` and ``--sort`` choices: :data:`wss.views.report.GROUPS` and ``SORT_KEYS``, repeated here
 #: so that building the parser does not import the views (a test checks that the two agree).
-REPORT_GROUPS = ("pass", "kernel", "phase")
+REPORT_GROUPS = ("pass", "kernel", "layer", "phase")
 REPORT_SORT_KEYS = ("time", "duration", "stall")
 
 
@@ -55,15 +55,16 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="file format (repeatable; default: png and svg)")
     plot.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
-    rep = subparsers.add_parser("report", help="per-kernel table of a result (text, CSV) and a bottleneck verdict")
+    rep = subparsers.add_parser("report", help="per-pass, kernel, layer or phase table of a result (text, CSV) and a "
+                                               "bottleneck verdict")
     rep.add_argument("result", type=Path, help="result.json written by wss simulate")
     rep.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every row as CSV")
     rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
     rep.add_argument("--sort", choices=REPORT_SORT_KEYS, default="time",
                      help="row order: time (default), duration (longest first), stall (most exposed stall first)")
-    rep.add_argument("--group", choices=REPORT_GROUPS, default="pass",
-                     help="one row per pass (default), or per kernel or phase summed per step, folded micro-batches "
-                          "included (also for --csv)")
+    rep.add_argument("--by", "--group", dest="group", choices=REPORT_GROUPS, default="pass",
+                     help="one row per pass (default), or per kernel, layer or phase summed per step, folded "
+                          "micro-batches included (also for --csv); --group is the same option")
     rep.add_argument("--verdict", action="store_true",
                      help="say what bounds the step and re-simulate to find the change that helps most")
     rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
