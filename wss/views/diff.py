@@ -26,7 +26,7 @@ from wss.views.report import group_rows, kernel_table
 from wss.views.summary import fmt_bytes, fmt_time
 
 __all__ = ["DiffRow", "ResultDiff", "compare_results", "format_diff", "diff_json", "scenario_changes",
-           "MIN_STEP_FRACTION", "MARK"]
+           "layer_seconds", "MIN_STEP_FRACTION", "MARK"]
 
 #: A time row of the breakdown, pacing or layer sections is flagged only if it moves by this fraction of the
 #: first result's step time too (a threshold of presentation, not a hardware figure).

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SCHEMA_DIALECT", "FieldRow", "scenario_schema", "case_schema", "schema_text", "unit_of", "field_rows",
-           "type_text"]
+           "type_text", "one_line"]
 
 #: The JSON Schema dialect pydantic writes (``$defs``, ``exclusiveMinimum`` as a number).
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
