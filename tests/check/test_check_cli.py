@@ -138,10 +138,12 @@ def test_update_creates_a_missing_baseline(tmp_path: Path, scenario: Path, capsy
 
 def test_bad_scenario_is_one_line_exit_2_and_others_still_run(recorded: Path, scenario: Path, tmp_path: Path, capsys):
     bad = copy_scenario(tmp_path, name="bad.yaml")
-    bad.write_text(bad.read_text(encoding="utf-8").replace("wafers: 4", "wafers: -4"), encoding="utf-8")
+    text = bad.read_text(encoding="utf-8")
+    line = text.splitlines().index("  wafers: 4") + 1
+    bad.write_text(text.replace("wafers: 4", "wafers: -4"), encoding="utf-8")
     assert check_cli(["check", bad, scenario, "--baselines", recorded.parent]) == 2
     captured = capsys.readouterr()
-    assert captured.err.startswith(f"error: {bad}: hardware.wafers (line 5)") and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"error: {bad}: hardware.wafers (line {line})") and captured.err.count("\n") == 1
     assert f"ok        {scenario}" in captured.out
     assert captured.out.rstrip().endswith("wss check: 1 ok, 0 regressed, 1 errors")
     assert check_cli(["baseline", bad, "-o", tmp_path / "b2"]) == 2

@@ -4,8 +4,8 @@ A folded run (wss/model/fold.py) simulates micro-batches 0-3 and the last of eac
 repeats micro-batch 3's interval for the ones between; its records list only the simulated
 passes, and each says in ``repeats`` how many micro-batches it stands for.  Weighted by it, the
 records' wafer seconds (``compute_s``, ``stall_<cause>_s``) must add up to the steps' breakdown,
-and so must every view that totals records: ``wss report``'s totals and groups and the
-per-kernel plot.
+and so must every view that totals records: ``wss report``'s totals and groups (per kernel, layer
+and phase), ``Result.to_pandas()`` and the per-kernel plot.
 
 Measured agreement (math.fsum on both sides): at most 2e-16 relative on every shipped scenario;
 the tolerance below is 1e-12.  All shipped scenarios run once each (about 30 s, brain_120t half
@@ -94,7 +94,7 @@ def test_report_groups_and_kernel_plot_add_up_to_the_step(name):
     result = _result(name)
     steps = len(result.steps)
     rows = kernel_table(result)
-    for by in ("kernel", "phase"):
+    for by in ("kernel", "layer", "phase"):
         groups = group_rows(rows, by, steps=steps)
         assert sum(g["passes"] for g in groups) == sum(r["repeats"] for r in rows), by
         for category, field in RECORD_SECONDS.items():
@@ -106,6 +106,17 @@ def test_report_groups_and_kernel_plot_add_up_to_the_step(name):
     text = format_totals(result)
     assert text.startswith("per step, from the records: ") and "(step time " in text
     assert ("folded: " in text) == (result.memory.micro_batches > result.cluster["micro_batches_simulated"])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_records_dataframe_adds_up_to_the_step(name):
+    """``Result.to_pandas()`` weighted by ``repeats`` gives the breakdown, as the records do."""
+    result = _result(name)
+    df = result.to_pandas()
+    assert len(df) == len(result.records) and df.attrs["steps"] == len(result.steps)
+    for category, field in RECORD_SECONDS.items():
+        total = math.fsum((df[field] * df["repeats"]).tolist()) / df.attrs["steps"]
+        assert _close(total, result.breakdown_s[category]), category
 
 
 def test_folded_records_total_like_the_unfolded_run():

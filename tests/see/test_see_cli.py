@@ -81,6 +81,24 @@ def test_report_group_and_totals(result_file, tmp_path):
         assert {r["phase"] for r in csv.DictReader(fh)} == {"forward", "backward", "update"}
 
 
+def test_report_by_layer_and_group_alias(result_file, tmp_path, capsys):
+    from wss.cli import main
+
+    csv_path = tmp_path / "layers.csv"
+    assert main(["report", str(result_file), "--by", "layer", "--limit", "0", "--csv", str(csv_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["where", "layer", "kernels", "phases"]
+    layers = {r.layer for r in wss.Result.load(result_file).records if r.where == "wafer"}
+    assert {line.split()[1] for line in lines[2:] if line.startswith("wafer")} == layers
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        assert {r["layer"] for r in csv.DictReader(fh) if r["where"] == "wafer"} == layers
+    outputs = []
+    for option in ("--by", "--group"):
+        assert main(["report", str(result_file), option, "kernel"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].split()[:3] == ["where", "kernel", "phases"]
+
+
 def test_report_verdict(result_file):
     code, text = _run(["report", str(result_file), "--limit", "1", "--verdict"])
     assert code == 0

@@ -82,8 +82,69 @@ def test_grouped_tables_and_totals(result):
                                                              ("memoryx", "update")}
     assert group_rows(rows, "pass") == rows
     with pytest.raises(ValueError):
-        group_rows(rows, "layer")
+        group_rows(rows, "role")
     text = format_table(by_phase, limit=0, group="phase")
     assert text.splitlines()[0].split()[:4] == ["where", "phase", "kernels", "passes"]
     assert table_csv(by_kernel, "kernel").splitlines()[0] == ",".join(GROUP_COLUMNS)
     assert "per step, from the records: compute" in format_totals(result)
+
+
+def test_layer_groups_sum_their_kernels(result):
+    from wss.views.report import GROUP_COLUMNS, group_rows
+
+    rows = kernel_table(result)
+    steps = len(result.steps)
+    by_layer = group_rows(rows, "layer", steps=steps)
+    by_kernel = group_rows(rows, "kernel", steps=steps)
+    assert all(tuple(g) == GROUP_COLUMNS for g in by_layer)
+    assert len({(g["where"], g["layer"]) for g in by_layer}) == len(by_layer)
+    for g in by_layer:
+        members = [k for k in by_kernel if (k["where"], k["layer"]) == (g["where"], g["layer"])]
+        assert members, g
+        assert g["passes"] == sum(k["passes"] for k in members)
+        assert g["duration_s"] == pytest.approx(sum(k["duration_s"] for k in members), rel=1e-12)
+        assert g["kernel"] == (members[0]["kernel"] if len(members) == 1 else f"{len(members)} kernels")
+    text = format_table(by_layer, limit=0, group="layer")
+    assert text.splitlines()[0].split()[:4] == ["where", "layer", "kernels", "phases"]
+
+
+def test_a_block_layer_groups_its_matmuls():
+    result = wss.simulate(wss.load_scenario(ROOT / "scenarios" / "bert_large.yaml",
+                                            overrides={"workload.model.layers.1.repeat": 2, "training.steps": 1}))
+    from wss.views.report import group_rows
+
+    rows = kernel_table(result)
+    by_layer = group_rows(rows, "layer", steps=1)
+    block = next(g for g in by_layer if g["where"] == "wafer" and g["layer"] == "block.0")
+    kernels = {r["kernel"] for r in rows if r["where"] == "wafer" and r["layer"] == "block.0"}
+    assert {f"block.0.{m}" for m in ("qkv", "attn_out", "ffn_up", "ffn_down")} <= kernels
+    assert block["kernel"] == f"{len(kernels)} kernels" and {"forward", "backward"} <= set(block["phase"].split("+"))
+    assert block["duration_s"] == pytest.approx(
+        sum(r["duration_s"] * r["repeats"] for r in rows if r["where"] == "wafer" and r["layer"] == "block.0"))
+
+
+def test_records_as_a_dataframe(result):
+    df = result.to_pandas()
+    assert list(df.columns) == list(result.to_records()[0])
+    assert len(df) == len(result.records)
+    assert str(df["step"].dtype) == "int64" and str(df["repeats"].dtype) == "int64"
+    assert str(df["start_s"].dtype) == "float64" and str(df["compute_s"].dtype) == "float64"
+    assert str(df["where"].dtype) == "category" and set(df["where"].cat.categories) == {"wafer", "memoryx"}
+    assert df["name"].tolist() == [r.name for r in result.records]
+    assert df.attrs == {"scenario": result.scenario.name, "steps": len(result.steps),
+                        "step_time_s": result.step_time_s}
+
+
+def test_to_pandas_imports_pandas_only_when_called(result, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = result.save(tmp_path / "result.json")
+    code = ("import json, sys, wss\n"
+            "r = wss.Result.load(sys.argv[1])\n"
+            "before = 'pandas' in sys.modules\n"
+            "df = r.to_pandas()\n"
+            "print(json.dumps([before, 'pandas' in sys.modules, len(df)]))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [False, True, len(result.records)]

@@ -1,7 +1,8 @@
 """The ``wss`` command: one parser, one registry of commands, one place that turns errors into exit codes.
 
 Each command module (:mod:`wss.cli.simulate`, :mod:`wss.cli.see`,
-:mod:`wss.cli.check`, :mod:`wss.cli.fidelity`, :mod:`wss.cli.sweep`) declares
+:mod:`wss.cli.check`, :mod:`wss.cli.fidelity`, :mod:`wss.cli.sweep`, :mod:`wss.cli.size`,
+:mod:`wss.cli.schema`, :mod:`wss.cli.diff`) declares
 ``COMMANDS`` (the names it owns), ``add_commands(subparsers)`` and
 ``run(args) -> exit code``.  :func:`main` builds the parser from
 :data:`COMMAND_MODULES`, hands the parsed arguments to the module that owns
@@ -20,7 +21,7 @@ import sys
 from types import ModuleType
 
 from wss._version import __version__
-from wss.cli import check, fidelity, plan, see, simulate, sweep
+from wss.cli import check, diff, fidelity, plan, schema, see, simulate, sweep
 from wss.cli import size as size_cmd
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STALLED, print_error, relabel
 from wss.errors import SimulationStalled, WssError
@@ -28,7 +29,7 @@ from wss.errors import SimulationStalled, WssError
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Every command module, in the order their commands appear in ``wss --help``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, check, fidelity, sweep, size_cmd)
+COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, diff, check, fidelity, sweep, size_cmd, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

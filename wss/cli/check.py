@@ -1,6 +1,8 @@
 """The ``wss baseline`` and ``wss check`` commands.
 
-Registered in :mod:`wss.cli.app`.  Exit codes of ``check``: 0 every metric holds (improvements are
+Registered in :mod:`wss.cli.app`.  ``check --json`` prints one JSON document on stdout (each
+scenario's status and every metric compared) instead of the text; errors still go to stderr.
+Exit codes of ``check``, with or without ``--json``: 0 every metric holds (improvements are
 listed but pass); 1 a metric regressed; 2 bad input: a scenario that cannot
 be loaded, a missing, stale or unreadable baseline, or a ``--metric`` that
 matches no metric.  Every scenario is checked even after a failure; the exit
@@ -10,10 +12,11 @@ code is the worst seen.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_error, relabel
 from wss.errors import WssError
@@ -68,6 +71,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="re-record the baselines instead of failing (after an intended change)")
     chk.add_argument("--all", dest="all_rows", action="store_true",
                      help="show every metric, not only those beyond tolerance")
+    chk.add_argument("--json", action="store_true",
+                     help="print one JSON document: each scenario's status and every metric compared (errors "
+                          "still go to stderr; the exit code is the same)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,36 +122,65 @@ def _record(scenarios: list[Path], out: Path) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from wss.studies.check import check_scenario
-
     tolerances = dict(args.metric_tolerances)
     code = EXIT_OK
     counts: Counter[str] = Counter()
     comparisons: list[Comparison] = []
+    entries: list[dict[str, Any]] = []
     for path in args.scenarios:
-        try:
-            if args.update:
-                status, comparison = _update(path, args.baselines, args.rtol, tolerances, args.all_rows)
-            else:
-                comparison = check_scenario(path, args.baselines, args.rtol, tolerances)
-                status = "ok" if comparison.ok else "regressed"
-                _report(path, comparison, args.baselines, args.all_rows)
-        except WssError as exc:
-            print_error(relabel(exc, path))
-            status, comparison = "error", None
-        counts[status] += 1
-        code = max(code, {"regressed": EXIT_REGRESSED, "error": EXIT_BAD_INPUT}.get(status, EXIT_OK))
+        entry, comparison = _check_one(path, args, tolerances)
+        entries.append(entry)
+        counts[entry["status"]] += 1
+        code = max(code, {"regressed": EXIT_REGRESSED, "error": EXIT_BAD_INPUT}.get(entry["status"], EXIT_OK))
         if comparison is not None:
             comparisons.append(comparison)
+    unmatched: set[str] = set()
     if comparisons:
         unmatched = set.intersection(*(set(c.unmatched_tolerances) for c in comparisons))
         for key in sorted(unmatched):
             print_error(f"--metric {key} matches no metric of the scenarios checked (see the metric names with --all)")
             code = EXIT_BAD_INPUT
-    if len(args.scenarios) > 1:
-        order = ("updated", "unchanged", "error") if args.update else ("ok", "regressed", "error")
+    order = ("updated", "unchanged", "error") if args.update else ("ok", "regressed", "error")
+    if args.json:
+        print(json.dumps({"exit_code": code, "counts": {k: counts[k] for k in order},
+                          "unmatched_metrics": sorted(unmatched), "scenarios": entries}, indent=1))
+    elif len(args.scenarios) > 1:
         print("wss check: " + ", ".join(f"{counts[k]} {'errors' if k == 'error' else k}" for k in order))
     return code
+
+
+def _check_one(path: Path, args: argparse.Namespace,
+               tolerances: dict[str, float]) -> tuple[dict[str, Any], Comparison | None]:
+    """Check (or update) one scenario; print its text report unless ``--json``; return its JSON entry."""
+    from wss.studies.check import baseline_path, check_scenario
+
+    entry: dict[str, Any] = {"scenario_file": str(path), "baseline_file": str(baseline_path(args.baselines, path))}
+    try:
+        if args.update:
+            status, comparison, note = _update(path, args.baselines, args.rtol, tolerances, args.all_rows,
+                                               quiet=args.json)
+            entry["note"] = note
+        else:
+            comparison = check_scenario(path, args.baselines, args.rtol, tolerances)
+            status = "ok" if comparison.ok else "regressed"
+            if not args.json:
+                _report(path, comparison, args.baselines, args.all_rows)
+    except WssError as exc:
+        message = relabel(exc, path)
+        print_error(message)
+        status, comparison = "error", None
+        entry["error"] = message
+    entry["status"] = status
+    entry["comparison"] = _comparison_data(comparison) if comparison is not None else None
+    return entry, comparison
+
+
+def _comparison_data(comparison: Comparison) -> dict[str, Any]:
+    """A comparison as JSON: the versions, the counts and every metric's row."""
+    return {"scenario": comparison.scenario, "baseline_version": comparison.baseline_version,
+            "current_version": comparison.current_version, "regressed": len(comparison.regressed),
+            "improved": len(comparison.improved), "changed": len(comparison.notable),
+            "rows": [row._asdict() for row in comparison.rows]}
 
 
 def _report(path: Path, comparison: Comparison, baselines: Path, all_rows: bool) -> None:
@@ -168,9 +203,13 @@ def _report(path: Path, comparison: Comparison, baselines: Path, all_rows: bool)
 
 
 def _update(
-    path: Path, baselines: Path, rtol: float, tolerances: dict[str, float], all_rows: bool
-) -> tuple[str, Comparison | None]:
-    """Re-record one baseline; show what moved when the old one was comparable."""
+    path: Path, baselines: Path, rtol: float, tolerances: dict[str, float], all_rows: bool, quiet: bool = False
+) -> tuple[str, Comparison | None, str]:
+    """Re-record one baseline; show what moved when the old one was comparable (unless ``quiet``).
+
+    Returns the status (``updated`` or ``unchanged``), the comparison with the old baseline (None
+    when there was none to compare) and a note saying why.
+    """
     from wss.model.scenario import load_scenario
     from wss.model.simulate import simulate
     from wss.studies.check import (
@@ -196,18 +235,18 @@ def _update(
         note = "replaced an unreadable file"
     else:
         if old.to_json() == new.to_json():
-            print(f"unchanged {dest}")
-            return "unchanged", None
+            if not quiet:
+                print(f"unchanged {dest}")
+            return "unchanged", None, "the baseline was already this run's"
         if old.scenario_sha256 != new.scenario_sha256:
             note = "the scenario had changed"
         else:
             comparison = compare(old, result, rtol, tolerances)
             note = f"{len(comparison.notable)} of {len(comparison.rows)} metrics moved beyond tolerance"
     save_baseline(new, dest)
-    print(f"updated   {dest} ({note})")
-    if comparison is not None:
-        table = format_table(comparison, all_rows)
+    if not quiet:
+        print(f"updated   {dest} ({note})")
+        table = format_table(comparison, all_rows) if comparison is not None else ""
         if table:
             print(table)
-    return "updated", comparison
-
+    return "updated", comparison, note

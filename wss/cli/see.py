@@ -30,13 +30,14 @@ if TYPE_CHECKING:  # the model (pydantic, numpy) is imported when a command runs
 
 __all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "take_scenario_back", "run",
            "simulate",
-           "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result"]
+           "prepare_outputs", "write_outputs", "print_verdict", "after_simulate", "load_result", "run_verdict",
+           "trace_path", "plots_dir"]
 
 COMMANDS = ("plot", "report")
 
-#: ``wss report --group`` and ``--sort`` choices: :data:`wss.views.report.GROUPS` and ``SORT_KEYS``, repeated here
+#: ``wss report --by`` and ``--sort`` choices: :data:`wss.views.report.GROUPS` and ``SORT_KEYS``, repeated here
 #: so that building the parser does not import the views (a test checks that the two agree).
-REPORT_GROUPS = ("pass", "kernel", "phase")
+REPORT_GROUPS = ("pass", "kernel", "layer", "phase")
 REPORT_SORT_KEYS = ("time", "duration", "stall")
 
 
@@ -55,15 +56,16 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="file format (repeatable; default: png and svg)")
     plot.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
-    rep = subparsers.add_parser("report", help="per-kernel table of a result (text, CSV) and a bottleneck verdict")
+    rep = subparsers.add_parser("report", help="per-pass, kernel, layer or phase table of a result (text, CSV) and a "
+                                               "bottleneck verdict")
     rep.add_argument("result", type=Path, help="result.json written by wss simulate")
     rep.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every row as CSV")
     rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
     rep.add_argument("--sort", choices=REPORT_SORT_KEYS, default="time",
                      help="row order: time (default), duration (longest first), stall (most exposed stall first)")
-    rep.add_argument("--group", choices=REPORT_GROUPS, default="pass",
-                     help="one row per pass (default), or per kernel or phase summed per step, folded micro-batches "
-                          "included (also for --csv)")
+    rep.add_argument("--by", "--group", dest="group", choices=REPORT_GROUPS, default="pass",
+                     help="one row per pass (default), or per kernel, layer or phase summed per step, folded "
+                          "micro-batches included (also for --csv); --group is the same option")
     rep.add_argument("--verdict", action="store_true",
                      help="say what bounds the step and re-simulate to find the change that helps most")
     rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -176,12 +178,17 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _print_verdict(result: Result, args: argparse.Namespace, out: TextIO) -> None:
+def run_verdict(result: Result, quiet: bool = False) -> Any:
+    """The :class:`~wss.studies.verdict.Verdict` of ``result`` (re-simulates), with a progress bar on a terminal."""
     from wss.studies.verdict import verdict
     from wss.views.progress import progress_bar
 
-    with progress_bar("verdict", quiet=args.quiet) as bar:
-        v = verdict(result, progress=bar)
+    with progress_bar("verdict", quiet=quiet) as bar:
+        return verdict(result, progress=bar)
+
+
+def _print_verdict(result: Result, args: argparse.Namespace, out: TextIO) -> None:
+    v = run_verdict(result, quiet=args.quiet)
     if not args.quiet:
         print(v.format(), file=out)
 
@@ -237,12 +244,14 @@ def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded 
     return result, recorded
 
 
-def _trace_path(args: argparse.Namespace, base: Path) -> Path | None:
+def trace_path(args: argparse.Namespace, base: Path) -> Path | None:
+    """The trace file ``args`` ask for (a bare ``--trace``: ``base/trace.json``), or None."""
     trace = getattr(args, "trace", None)
     return None if trace is None else Path(trace) if trace else base / "trace.json"
 
 
-def _plots_dir(args: argparse.Namespace, base: Path) -> Path | None:
+def plots_dir(args: argparse.Namespace, base: Path) -> Path | None:
+    """The folder of figures ``args`` ask for (a bare ``--plots``: ``base/plots``), or None."""
     plots = getattr(args, "plots", None)
     return None if plots is None else Path(plots) if plots else base / "plots"
 
@@ -256,35 +265,42 @@ def prepare_outputs(args: argparse.Namespace, outdir: Path | None = None) -> Non
     go again if the run fails.
     """
     base = outdir if outdir is not None else Path(".")
-    trace = _trace_path(args, base)
+    trace = trace_path(args, base)
     if trace is not None:
         ensure_file_target(trace)
-    plots = _plots_dir(args, base)
+    plots = plots_dir(args, base)
     if plots is not None:
         ensure_dir(plots)
 
 
 def write_outputs(args: argparse.Namespace, result: Result, recorded: Recorded | None = None,
-                  outdir: Path | None = None, out: TextIO | None = None) -> None:
-    """Write the trace and plots that ``args`` ask for and say so on ``out`` (the first half of after_simulate)."""
+                  outdir: Path | None = None, out: TextIO | None = None) -> list[Path]:
+    """Write the trace and plots that ``args`` ask for and say so on ``out`` (the first half of after_simulate).
+
+    Returns the files written, the trace first.
+    """
     out = out if out is not None else sys.stdout
+    written: list[Path] = []
     base = outdir if outdir is not None else Path(".")
     quiet = getattr(args, "quiet", False)
     view, cluster = (recorded.result, recorded.cluster) if recorded is not None else (result, None)
-    trace = _trace_path(args, base)
+    trace = trace_path(args, base)
     if trace is not None:
         from wss.views.trace import write_trace
 
         path = write_trace(trace, view, cluster)
+        written.append(path)
         if not quiet:
             print(f"  wrote        {path}  (open in https://ui.perfetto.dev or chrome://tracing)", file=out)
-    plots = _plots_dir(args, base)
+    plots = plots_dir(args, base)
     if plots is not None:
         from wss.views.plots import plot_all
 
         paths = plot_all(view, plots, cluster)
+        written += paths
         if not quiet:
             print(f"  wrote        {len(paths)} figures in {paths[0].parent}", file=out)
+    return written
 
 
 def print_verdict(args: argparse.Namespace, result: Result, out: TextIO | None = None) -> None:

@@ -5,6 +5,12 @@ a trace, plots and a verdict when asked for); every output is checked before
 the run and all of them appear together at the end or not at all.  The default
 OUTDIR is ``out/<scenario name>``, with ``+KEY=VALUE`` appended for each ``--set``
 (:func:`default_outdir`), so a run with overrides does not write over the plain one.
+
+``--json`` (simulate and validate) prints one JSON document on stdout instead of the text, and
+nothing else there: progress bars and errors go to stderr.  ``simulate --json`` holds the Result
+without its per-pass records (they are in result.json) plus the files written and, with
+``--verdict``, the verdict; ``validate --json`` holds what was checked, or on bad input ``ok:
+false`` with one entry per bad field (and exit code 2).
 """
 
 from __future__ import annotations
@@ -12,10 +18,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
 from pathlib import Path
 
 from wss.cli import see
-from wss.cli.common import EXIT_OK, add_quiet_argument, add_scenario_argument, add_set_argument
+from wss.cli.common import EXIT_OK, add_quiet_argument, add_scenario_argument, add_set_argument, relabel
+from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
 
 __all__ = ["COMMANDS", "add_commands", "run", "default_outdir"]
@@ -34,11 +42,17 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="folder for result.json (default: out/<scenario name>, plus +KEY=VALUE for each --set, "
                           "e.g. out/gpt3-175b-192+hardware.wafers=16; a short hash instead when that is long)")
     add_quiet_argument(sim)
+    sim.add_argument("--json", action="store_true",
+                     help="print the result (result.json without its per-pass records) and the files written as "
+                          "one JSON document instead of the summary")
     see.extend_simulate(sim)
 
     val = subparsers.add_parser("validate", help="check a scenario (schema, capacities, SRAM) without running it")
     add_scenario_argument(val)
     add_set_argument(val)
+    val.add_argument("--json", action="store_true",
+                     help="print what was checked as one JSON document (on bad input too: ok false and the "
+                          "problems, exit code 2)")
 
     subparsers.add_parser("presets", help="list the shipped hardware and model presets")
 
@@ -66,7 +80,10 @@ def _simulate(args: argparse.Namespace) -> int:
         see.prepare_outputs(args, outdir=out)
         result, recorded = see.simulate(scenario, args)
         path = atomic_write_text(out / "result.json", result.to_json())
-        see.write_outputs(args, result, recorded, outdir=out, out=written)
+        files = see.write_outputs(args, result, recorded, outdir=out, out=written)
+    if args.json:
+        _print_json(args, result, [path, *files])
+        return EXIT_OK
     if not args.quiet:
         print(format_result(result, overrides=args.overrides))
         print(f"  wrote        {path}")
@@ -75,13 +92,37 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_json(args: argparse.Namespace, result, files: list[Path]) -> None:
+    """``simulate --json``: one document on stdout (progress stays on stderr), the verdict in it if asked for."""
+    from wss.views.json_summary import result_summary
+
+    doc = {"result_file": str(files[0]), "written": [str(p) for p in files], "overrides": list(args.overrides),
+           **result_summary(result)}
+    if getattr(args, "verdict", False):
+        doc["verdict"] = see.run_verdict(result, quiet=args.quiet).model_dump(mode="json")
+    print(json.dumps(doc, indent=1))
+
+
 def _validate(args: argparse.Namespace) -> int:
     from wss.model.plan import make_plan
     from wss.model.scenario import load_scenario
     from wss.views.summary import format_plan
 
-    scenario = load_scenario(args.scenario, args.overrides)
-    plan = make_plan(scenario)
+    try:
+        scenario = load_scenario(args.scenario, args.overrides)
+        plan = make_plan(scenario)
+    except WssError as exc:
+        if args.json:
+            from wss.views.json_summary import error_summary
+
+            print(json.dumps(error_summary(exc, str(args.scenario), relabel(exc, args.scenario)), indent=1))
+        raise  # the error line on stderr and exit code 2, as without --json
+    if args.json:
+        from wss.views.json_summary import plan_summary
+
+        print(json.dumps({"ok": True, "scenario_file": str(args.scenario), "overrides": list(args.overrides),
+                          **plan_summary(plan)}, indent=1))
+        return EXIT_OK
     print(f"ok: {args.scenario}")
     print(format_plan(plan))
     return EXIT_OK

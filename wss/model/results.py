@@ -3,7 +3,7 @@
 A :class:`Result` is a pydantic model holding the resolved scenario, per-step
 times, throughput, FLOPs, the breakdown of step time, utilisation, bytes per
 link class, memory footprints and one record per kernel pass and update.
-``Result.to_records()`` gives plain dicts (a DataFrame is one call away).
+``Result.to_records()`` gives plain dicts and ``Result.to_pandas()`` the same as a DataFrame.
 Results are deterministic: the same scenario gives byte-identical JSON.
 """
 
@@ -175,6 +175,9 @@ class KernelRecord(_Data):
         return {c: getattr(self, f) for c, f in RECORD_SECONDS.items()}
 
 
+#: Record fields with a few distinct values: categorical columns in :meth:`Result.to_pandas`.
+_CATEGORICAL = ("where", "phase", "bound_by")
+
 #: The :class:`KernelRecord` field holding each breakdown category's seconds of one pass.
 RECORD_SECONDS = {c: "compute_s" if c == "compute" else f"stall_{c}_s" for c in BREAKDOWN_CATEGORIES}
 _OPTIONAL_FIELDS = ("repeats", *RECORD_SECONDS.values())
@@ -323,6 +326,34 @@ class Result(_Data):
         micro-batch): weight sums by it, e.g. ``(df.compute_s * df.repeats).sum()``.
         """
         return [r.model_dump() for r in self.records]
+
+    def to_pandas(self) -> Any:
+        """The kernel records as a pandas DataFrame: one row per :meth:`to_records` dict, in the same order.
+
+        Columns are :class:`KernelRecord`'s fields; ``step``, ``micro_batch`` and ``repeats`` are
+        int64, ``where``, ``phase`` and ``bound_by`` categorical (a few values each), ``name`` and
+        ``layer`` strings, the rest float64.  ``df.attrs`` holds the scenario name, the steps and
+        the step time.  Weight totals by ``repeats`` (a folded run's records stand for several
+        micro-batches): ``(df.compute_s * df.repeats).sum() / df.attrs["steps"]`` equals
+        ``breakdown_s["compute"]``.  pandas is imported here, not with wss.
+        """
+        import pandas as pd
+
+        columns = list(KernelRecord.model_fields)
+        df = pd.DataFrame(self.to_records(), columns=columns)
+        dtypes: dict[str, Any] = {}
+        for name, field in KernelRecord.model_fields.items():
+            if field.annotation is int:
+                dtypes[name] = "int64"
+            elif field.annotation is float:
+                dtypes[name] = "float64"
+            elif name in _CATEGORICAL:
+                dtypes[name] = "category"
+            else:
+                dtypes[name] = "string"
+        df = df.astype(dtypes)
+        df.attrs.update(scenario=self.scenario.name, steps=len(self.steps), step_time_s=self.step_time_s)
+        return df
 
     def to_json(self, indent: int | None = 1) -> str:
         return self.model_dump_json(indent=indent)

@@ -3,7 +3,7 @@
 >>> rows = kernel_table(result)
 >>> print(format_table(sort_rows(rows, "stall"), limit=20))
 >>> write_csv("kernels.csv", rows)
->>> print(format_table(group_rows(rows, "kernel", steps=len(result.steps)), group="kernel"))
+>>> print(format_table(group_rows(rows, "layer", steps=len(result.steps)), group="layer"))
 >>> print(format_totals(result))
 
 A folded run's records list only its simulated micro-batches; each row's ``repeats`` says how
@@ -48,8 +48,8 @@ COLUMNS = (
     *_SECONDS,
 )
 
-#: ``--group`` choices: one row per record, or summed per kernel or per phase (each side: wafer, MemoryX).
-GROUPS = ("pass", "kernel", "phase")
+#: ``--by`` choices: one row per record, or summed per kernel, per layer or per phase (each side: wafer, MemoryX).
+GROUPS = ("pass", "kernel", "layer", "phase")
 
 #: Columns of :func:`group_rows`: times, bytes and cycles are per step, summed over the group's
 #: records weighted by ``repeats``; ``passes`` counts them so weighted; ``start_s``/``end_s`` span the group.
@@ -124,23 +124,24 @@ def sort_rows(rows: Sequence[dict[str, Any]], sort: str = "time") -> list[dict[s
 
 
 def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 1) -> list[dict[str, Any]]:
-    """Sum :func:`kernel_table` rows per ``(where, kernel)`` or ``(where, phase)``, per step.
+    """Sum :func:`kernel_table` rows per ``(where, kernel)``, ``(where, layer)`` or ``(where, phase)``, per step.
 
     Each row counts ``repeats`` times, so a folded run's totals include the micro-batches it did
     not simulate; ``steps`` divides the sums (the run's steps).  ``bound_by`` is the cause bounding
-    most of the group's time.  ``by="pass"`` returns the rows unchanged.  Rows come in time order.
+    most of the group's time.  A group's ``kernel`` is its one kernel or ``"N kernels"``, its
+    ``phase`` its phases joined with ``+`` (a phase group: that phase), and a phase group has no
+    ``layer``.  ``by="pass"`` returns the rows unchanged.  Rows come in time order.
     """
     if by == "pass":
         return list(rows)
     if by not in GROUPS:
         raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {by!r}")
-    name, other = ("kernel", "phase") if by == "kernel" else ("phase", "kernel")
     summed = ("duration_s", "bytes_in", "bytes_out", "cycles", "exposed_stall_s", *_SECONDS)
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     bound: dict[tuple[str, str], dict[str, float]] = {}
-    members: dict[tuple[str, str], dict[str, None]] = {}  # the other column's values, in order
+    members: dict[tuple[str, str], dict[str, dict[str, None]]] = {}  # kernels and phases of each group, in order
     for r in sort_rows(rows, "time"):
-        key = (r["where"], r[name])
+        key = (r["where"], r[by])
         n = r["repeats"]
         g = acc.setdefault(key, {**r, "passes": 0, **dict.fromkeys(summed, 0.0)})
         g["passes"] += n
@@ -149,13 +150,16 @@ def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 
             g[f] += n * r[f] / steps
         b = bound.setdefault(key, {})
         b[r["bound_by"]] = b.get(r["bound_by"], 0.0) + n * r["duration_s"]
-        members.setdefault(key, {})[r[other]] = None
+        m = members.setdefault(key, {"kernel": {}, "phase": {}})
+        m["kernel"][r["kernel"]] = None
+        m["phase"][r["phase"]] = None
     for key, g in acc.items():
         g["bound_by"] = max(sorted(bound[key]), key=lambda c: bound[key][c])
-        if by == "kernel":
-            g["phase"] = "+".join(members[key])
-        else:
-            g["kernel"] = f"{len(members[key])} kernels" if len(members[key]) > 1 else g["kernel"]
+        kernels = members[key]["kernel"]
+        g["phase"] = "+".join(members[key]["phase"])
+        if by != "kernel":
+            g["kernel"] = f"{len(kernels)} kernels" if len(kernels) > 1 else g["kernel"]
+        if by == "phase":
             g["layer"] = ""
     return [{c: g[c] for c in GROUP_COLUMNS} for g in acc.values()]
 
@@ -203,14 +207,16 @@ def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50, group: 
 
     ``group`` says what the rows are: :func:`kernel_table`'s (``"pass"``) or :func:`group_rows`'s.
     """
+    where = ("where", "<", "where", str)
     if group == "pass":
         columns = _TEXT_COLUMNS
     elif group == "kernel":
-        columns = (("where", "<", "where", str), ("kernel", "<", "kernel", str), ("phases", "<", "phase", str),
-                   *_GROUP_TEXT_COLUMNS)
+        columns = (where, ("kernel", "<", "kernel", str), ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
+    elif group == "layer":
+        columns = (where, ("layer", "<", "layer", lambda v: v or "-"), ("kernels", "<", "kernel", str),
+                   ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
     else:
-        columns = (("where", "<", "where", str), ("phase", "<", "phase", str), ("kernels", "<", "kernel", str),
-                   *_GROUP_TEXT_COLUMNS)
+        columns = (where, ("phase", "<", "phase", str), ("kernels", "<", "kernel", str), *_GROUP_TEXT_COLUMNS)
     shown = list(rows if not limit else rows[:limit])
     cells = [[fmt(row[key]) for _, _, key, fmt in columns] for row in shown]
     headers = [h for h, *_ in columns]
