@@ -91,6 +91,20 @@ def _overrides_line(overrides: Sequence[str]) -> list[str]:
     return [f"  overrides    {shown} (--set on top of the scenario file; the line above includes them)"]
 
 
+def _wafers_lines(r: Result) -> list[str]:
+    """Whether one wafer stood for all or each ran apart, why, and (apart) the spread of their idle time."""
+    f = r.wafer_folding
+    if f.folded:
+        return [f"  wafers       one stands for all ({f.reason})"]
+    lines = [f"  wafers       each ran apart ({f.reason})"]
+    if r.wafers:
+        most = max(r.wafers, key=lambda w: (w.idle_s, -w.wafer))
+        least = min(r.wafers, key=lambda w: (w.idle_s, w.wafer))
+        lines.append(f"               idle per step {fmt_time(least.idle_s)} (wafer {least.wafer}) to "
+                     f"{fmt_time(most.idle_s)} (wafer {most.wafer}, {most.samples} samples)")
+    return lines
+
+
 def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     s = r.scenario
     params = cluster_int(r, "params")
@@ -124,6 +138,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     )
     if r.plan_choice is not None:
         lines.append(f"  plan         {r.plan_choice.line()}")
+    lines += _wafers_lines(r)
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
     lines.append("  busiest      " + ", ".join(f"{k} {v:.0%}" for k, v in busiest))
     wafer_in = next((v for k, v in r.link_bytes.items() if k.endswith("->wafer") and k.startswith("swarmx")), None)
