@@ -15,9 +15,11 @@ aggregate rate into the root), as in the folded cluster.
 A wafer's shard is cut into as many micro-batches as the busiest wafer's
 (:attr:`Plan.micro_batches`), as evenly as it goes, so every wafer runs the same
 passes in lock-step; a smaller shard makes smaller micro-batches, and the
-wafer waits for the others.  One wafer stands for the rest in the Result's
-breakdown and records: the busiest (the first with the largest shard); the
-others are summarised per wafer (:class:`~wss.model.results.WaferRecord`).
+wafer waits for the others.  Faults (``faults:``) slow one wafer's compute or
+one edge's bandwidth.  One wafer stands for the rest in the Result's breakdown
+and records: the busiest (the first with the most work: its shard times its
+slowdown); the others are summarised per wafer
+(:class:`~wss.model.results.WaferRecord`).
 """
 
 from __future__ import annotations
@@ -126,8 +128,26 @@ class UnfoldedCluster(Cluster):
 
 
 def representative_wafer(plan: Plan) -> int:
-    """The wafer standing for the rest in the Result: the first with the largest shard."""
-    return plan.wafer_samples.index(max(plan.wafer_samples))
+    """The wafer standing for the rest in the Result: the first with the most work (its shard times its
+    straggler slowdown), and among those the one whose tree path has the slowest degraded edge."""
+    s = plan.scenario
+    slow, factor = s.faults.slowdowns(), s.faults.bandwidth_factors()
+    depth, fan_out = plan.tree_levels, s.hardware.swarmx.fan_out
+
+    def path_factor(w: int) -> float:
+        return min(factor.get(f"swarmx.l{level}.{w // fan_out ** (depth - level)}", 1.0)
+                   for level in range(1, depth + 1))
+
+    keys = [(samples * slow.get(w, 1.0), -path_factor(w)) for w, samples in enumerate(plan.wafer_samples)]
+    return keys.index(max(keys))
+
+
+def _slowed(settings: WaferSettings, slowdown: float) -> WaferSettings:
+    """A straggler's settings: every cycle and every on-wafer op takes ``slowdown`` times as long."""
+    if slowdown == 1.0:
+        return settings
+    return dataclasses.replace(settings, clock_Hz=settings.clock_Hz / slowdown,
+                              op_seconds={k: (f * slowdown, b * slowdown) for k, (f, b) in settings.op_seconds.items()})
 
 
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
@@ -173,7 +193,9 @@ def build_unfolded(plan: Plan, record: bool = False,
     optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel)
     memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel)
     rep = representative_wafer(plan)
-    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep)
+    faults = plan.scenario.faults
+    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors())
+    slowdowns = faults.slowdowns()
     memoryx_in = memoryx_in_link(env, plan)
     sizes = wafer_micro_batches(plan)
     programs = _programs(plan, program, sizes)
@@ -183,7 +205,8 @@ def build_unfolded(plan: Plan, record: bool = False,
     for w, mbs in enumerate(sizes):
         prog = programs[tuple(mbs)]
         ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
-        wafer = Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), prog, ins.ready, ins.mb_started)
+        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}"), slowdowns.get(w, 1.0))
+        wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
         tree.leaf_down(w).connect(wafer.intake)
         wafer.connect(tree.leaf_up(w).inbox)
         if w_base.offload_bytes_per_token:

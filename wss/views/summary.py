@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
+from wss.model.scenario.faults import describe_edges
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -80,6 +81,10 @@ def format_plan(plan: Plan) -> str:
         f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
         f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
     )
+    hw = s.hardware
+    lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    if s.faults.any:
+        lines.append(f"  faults      {s.faults.describe()}")
     return "\n".join(lines)
 
 
