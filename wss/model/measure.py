@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wss.model.cluster import Cluster
+from wss.model.components.wafer import Wafer
 from wss.model.fold import Fold
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
@@ -19,11 +20,14 @@ from wss.model.results import (
     NumericsSummary,
     Result,
     StepRecord,
+    WaferRecord,
     bound_category,
     paced_by,
     pass_pacing,
 )
 from wss.model.scenario import HardwareConfig
+from wss.model.unfolded import UnfoldedCluster, wafer_micro_batches
+from wss.model.wafer_folding import wafer_folding
 from wss.model.workload import StreamedKernel, WaferOp
 
 __all__ = ["measure", "energy_summary"]
@@ -77,6 +81,8 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         records=records,
         plan_choice=plan.choice,
         energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
+        wafer_folding=wafer_folding(s),
+        wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
     )
 
 
@@ -107,13 +113,15 @@ def _step_windows(cluster: Cluster, shift: Callable[[int, int], float]) -> _Step
     return _StepWindows(ends_sim, [0.0, *ends[:-1]], ends)
 
 
-def _timeline_with_tail(cluster: Cluster, total_sim: float) -> list[tuple[float, float, str, int]]:
-    """The wafer's timeline, plus the run's tail after the wafer's last pass (pass index -1).
+def _timeline_with_tail(cluster: Cluster, total_sim: float, wafer: Wafer | None = None
+                        ) -> list[tuple[float, float, str, int]]:
+    """The wafer's timeline (the representative's unless ``wafer``), plus the run's tail after the wafer's
+    last pass (pass index -1).
 
     The tail is the last update's wait: first its time queued behind other
     optimizer jobs, then the rest of it (the bubble).
     """
-    timeline = list(cluster.wafer.timeline)
+    timeline = list((wafer or cluster.wafer).timeline)
     last_wafer = timeline[-1][1] if timeline else 0.0
     if total_sim > last_wafer:
         last_job = _last_update(cluster)
@@ -130,8 +138,11 @@ def _last_update(cluster: Cluster) -> Any:
 
 
 def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[float], fold: Fold | None,
-                n_steps: int) -> list[dict[str, float]]:
-    """Split each step's window (simulated axis) by the timeline's causes; add the folded copies."""
+                n_steps: int, copy: Callable[[int], dict[str, float]] | None = None) -> list[dict[str, float]]:
+    """Split each step's window (simulated axis) by the timeline's causes; add the folded copies.
+
+    ``copy(step)`` is one copy's seconds by cause (default: the fold's, measured on the representative wafer).
+    """
     breakdowns = [dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0) for _ in range(n_steps)]
     w = 0
     for a, b, cause, _ in timeline:
@@ -146,9 +157,25 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
             k += 1
     if fold is not None:  # the repeated micro-batches of each step
         for k, step_fold in enumerate(fold.steps):
-            for cause, v in step_fold.breakdown.items():
+            for cause, v in (copy(k) if copy is not None else step_fold.breakdown).items():
                 breakdowns[k][cause] += fold.copies * v
     return breakdowns
+
+
+def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float) -> list[WaferRecord]:
+    """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause."""
+    plan, fold = cluster.plan, cluster.fold
+    n_steps = plan.scenario.training.steps
+    out = []
+    for w, (wafer, mbs) in enumerate(zip(cluster.wafers, wafer_micro_batches(plan))):
+        timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], wafer)
+        copy = (lambda k, w=w: cluster.copy_breakdown(w, k)) if fold is not None else None
+        steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
+        mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
+        compute = cluster.total(f"wafer.{w}.compute") / n_steps
+        out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=mean,
+                               compute_s=compute, idle_s=step_time - compute))
+    return out
 
 
 def _step_records(cluster: Cluster, windows: _StepWindows, breakdowns: list[dict[str, float]],

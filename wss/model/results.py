@@ -37,6 +37,9 @@ __all__ = [
     "FlopsSummary",
     "NumericsSummary",
     "EnergySummary",
+    "WaferFolding",
+    "WaferRecord",
+    "UNIFORM_FOLDING",
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
     "RATE_CAUSES",
@@ -272,6 +275,35 @@ class EnergySummary(_Data):
     )
 
 
+class WaferFolding(_Data):
+    """Whether the run simulated one wafer and one tree path for all (folded) or every wafer apart, and why."""
+
+    folded: bool = Field(description="True: one wafer and one SwarmX path stood for all; False: every wafer "
+                         "ran as its own process and every tree edge as its own link.")
+    reason: str = Field(description="Why: simulation.fold_wafers, and under 'auto' what made the cluster uniform "
+                        "or not.")
+
+
+#: The folding of a uniform cluster under ``simulation.fold_wafers: auto``: the default, left out of result.json.
+UNIFORM_FOLDING = WaferFolding(
+    folded=True,
+    reason="auto: the cluster is uniform, every wafer has the same number of samples",
+)
+
+
+class WaferRecord(_Data):
+    """One wafer of an unfolded run: its shard and how it spent each step (mean seconds per step)."""
+
+    wafer: int
+    samples: int = Field(description="Samples of the wafer's shard per step.")
+    micro_batches: list[int] = Field(description="Samples per micro-batch on this wafer.")
+    breakdown_s: dict[str, float] = Field(
+        description="Mean seconds per step the wafer computed or waited for each cause (as Result.breakdown_s); "
+        "the waits of a wafer with a smaller shard are its idle time.")
+    compute_s: float = Field(description="Mean seconds per step the wafer computed.")
+    idle_s: float = Field(description="Mean seconds per step the wafer did not compute: the step time less compute_s.")
+
+
 class Result(_Data):
     """Everything one simulation measured."""
 
@@ -318,6 +350,27 @@ class Result(_Data):
         description="Energy per step, sample and token and the average power, from the power figures of the "
         "hardware configs (None when a part has no power_busy_W, and in results written before wss had it).",
     )
+    wafer_folding: WaferFolding = Field(
+        UNIFORM_FOLDING,
+        description="Whether one wafer stood for all or every wafer ran apart, and why (simulation.fold_wafers). "
+        "Left out of the JSON when it is the uniform cluster's default.",
+    )
+    wafers: list[WaferRecord] | None = Field(
+        None,
+        description="One record per wafer when they ran apart (wafer_folding.folded false); None when folded.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_folded(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """In JSON, leave out the wafer fields of a uniform folded run, so its result.json is what it was before
+        wss could unfold; loading restores them."""
+        data = handler(self)
+        if info.mode_is_json():
+            if self.wafer_folding == UNIFORM_FOLDING:
+                data.pop("wafer_folding", None)
+            if self.wafers is None:
+                data.pop("wafers", None)
+        return data
 
     def to_records(self) -> list[dict]:
         """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works).

@@ -12,6 +12,8 @@ from wss.model.measure import measure
 from wss.model.plan import Plan, make_plan
 from wss.model.results import NumericsSummary, Result
 from wss.model.scenario import Scenario, load_scenario
+from wss.model.unfolded import run_unfolded
+from wss.model.wafer_folding import uniform_shards, wafer_folding
 
 __all__ = ["simulate", "simulate_detailed", "plan"]
 
@@ -57,9 +59,12 @@ def simulate_detailed(
 
         outcome, profiles = run_numerics(s)
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
-    p = make_plan(s, profiles, fold=not record)
+    folding = wafer_folding(s)
+    run = run_cluster if folding.folded else run_unfolded
+    # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.
+    p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)))
     try:
-        cluster = run_cluster(p, record=record, progress=progress)
+        cluster = run(p, record=record, progress=progress)
     except FoldMismatch:
-        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)
+        cluster = run(make_plan(s, profiles, fold=False), record=record, progress=progress)
     return measure(cluster, __version__, numerics), cluster

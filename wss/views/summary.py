@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
+from wss.model.scenario.faults import describe_edges
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -95,6 +96,10 @@ def format_plan(plan: Plan) -> str:
         f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
         f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
     )
+    hw = s.hardware
+    lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    if s.faults.any:
+        lines.append(f"  faults      {s.faults.describe()}")
     return "\n".join(lines)
 
 
@@ -104,6 +109,20 @@ def _overrides_line(overrides: Sequence[str]) -> list[str]:
         return []
     shown = ", ".join("=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides)
     return [f"  overrides    {shown} (--set on top of the scenario file; the line above includes them)"]
+
+
+def _wafers_lines(r: Result) -> list[str]:
+    """Whether one wafer stood for all or each ran apart, why, and (apart) the spread of their idle time."""
+    f = r.wafer_folding
+    if f.folded:
+        return [f"  wafers       one stands for all ({f.reason})"]
+    lines = [f"  wafers       each ran apart ({f.reason})"]
+    if r.wafers:
+        most = max(r.wafers, key=lambda w: (w.idle_s, -w.wafer))
+        least = min(r.wafers, key=lambda w: (w.idle_s, w.wafer))
+        lines.append(f"               idle per step {fmt_time(least.idle_s)} (wafer {least.wafer}) to "
+                     f"{fmt_time(most.idle_s)} (wafer {most.wafer}, {most.samples} samples)")
+    return lines
 
 
 def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
@@ -140,6 +159,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     lines.extend(_placement_lines(m.memoryx_components, f"{'in flash':<13}"))
     if r.plan_choice is not None:
         lines.append(f"  plan         {r.plan_choice.line()}")
+    lines += _wafers_lines(r)
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
     lines.append("  busiest      " + ", ".join(f"{k} {v:.0%}" for k, v in busiest))
     wafer_in = next((v for k, v in r.link_bytes.items() if k.endswith("->wafer") and k.startswith("swarmx")), None)

@@ -18,11 +18,18 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import simpy
 
-__all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Link", "chunks_buffered"]
+__all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Inlet", "Link", "chunks_buffered"]
+
+
+class Inlet(Protocol):
+    """Where a link delivers: a buffer (a :class:`ByteStore`), or a SwarmX node's broadcast or reduction
+    (:mod:`wss.model.components.swarmx_tree`).  The put's event succeeds when the chunk is taken."""
+
+    def put(self, item: Any) -> simpy.Event: ...
 
 
 @dataclass(eq=False)
@@ -111,8 +118,8 @@ class Link:
         self.bandwidth_Bps = bandwidth_Bps
         self.latency_s = latency_s
         self.inbox = ByteStore(env, buffer_bytes)
-        self.out: simpy.Store | None = None
-        self.routes: dict[str, simpy.Store | None] = {}
+        self.out: Inlet | None = None
+        self.routes: dict[str, Inlet | None] = {}
         #: The physical wire, when another Link (a second channel on the same edge) shares it.
         self.wire: simpy.Resource | None = None
         self.busy_s = 0.0
@@ -127,8 +134,8 @@ class Link:
         """Keep spans and buffer occupancy (for traces); off by default to save memory."""
         self.spans, self.occupancy = [], []
 
-    def connect(self, out: simpy.Store) -> None:
-        """Wire the store this link delivers into."""
+    def connect(self, out: Inlet) -> None:
+        """Wire the store (or the node) this link delivers into."""
         self.out = out
 
     def share_wire(self, other: Link) -> None:
@@ -137,7 +144,7 @@ class Link:
         wire = self.wire or other.wire or simpy.Resource(self.env, capacity=1)
         self.wire = other.wire = wire
 
-    def route(self, kind: str, out: simpy.Store | None) -> None:
+    def route(self, kind: str, out: Inlet | None) -> None:
         """Deliver chunks of ``kind`` into ``out`` instead (``None``: they end here, e.g. offloaded activations
         leaving the wafer's edge for the activation store)."""
         self.routes[kind] = out

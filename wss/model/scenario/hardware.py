@@ -164,6 +164,13 @@ class SwarmXConfig(Frozen):
         depth = self.levels(wafers)
         return [max(1, math.ceil(wafers / self.fan_out ** (depth - level + 1))) for level in range(1, depth + 1)]
 
+    def edge_names(self, wafers: int) -> list[str]:
+        """Every edge, root first: ``swarmx.l<level>.<child>``, where the children of level ``l`` are the
+        nodes of level ``l + 1`` or, at the last level, the wafers (docs/unfolded.md)."""
+        nodes = self.nodes_per_level(wafers)
+        widths = [*nodes[1:], wafers]
+        return [f"swarmx.l{level}.{c}" for level, width in enumerate(widths, start=1) for c in range(width)]
+
 
 class InputsConfig(Frozen):
     """Input workers: stream each wafer's data shard."""

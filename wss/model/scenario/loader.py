@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wss.errors import FieldProblem, ScenarioError
+from wss.model.scenario.faults import fault_problems
 from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.validation_errors import closest, field_paths, key_types, problems_from_errors
@@ -329,6 +330,8 @@ def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> 
 
 def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems = _cluster_limit_checks(s)
+    hw = s.hardware
+    problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers)
     model = s.workload.model
     problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.model.scenario.base import Frozen
+from wss.model.scenario.faults import FaultsConfig
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.training import NumericsConfig, SimulationConfig, TrainingConfig
 from wss.model.scenario.workload import WorkloadConfig
@@ -23,6 +26,18 @@ class Scenario(Frozen):
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     numerics: NumericsConfig = Field(default_factory=NumericsConfig)
     seed: int = Field(0, ge=0, description="Seed of every random choice (masks, data).")
+    faults: FaultsConfig = Field(
+        default_factory=FaultsConfig,
+        description="Stragglers and degraded SwarmX edges (docs/unfolded.md); a scenario with faults runs unfolded.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_no_faults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave ``faults`` out when there are none, so scenarios (and their hashes) without them are unchanged."""
+        data = handler(self)
+        if not self.faults.any:
+            data.pop("faults", None)
+        return data
 
     @property
     def seq_len(self) -> int:

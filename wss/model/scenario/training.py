@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from wss.model.scenario.base import Frozen, PosFloat, PosInt
 
@@ -76,6 +76,21 @@ class SimulationConfig(Frozen):
         description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
         "for the identical ones in between (checked for periodicity; falls back to simulating all).",
     )
+    fold_wafers: Literal["auto"] | bool = Field(
+        "auto",
+        description="Simulate one wafer and one tree path standing for all (true), every wafer as its own process "
+        "and every SwarmX edge as its own link (false), or fold exactly when the cluster is uniform ('auto': "
+        "every wafer has the same number of samples). The Result says which it did and why (wafer_folding).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_auto_folding(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave ``fold_wafers`` out at its default, so scenarios (and their hashes) written before it existed
+        stay the same; loading restores it."""
+        data = handler(self)
+        if self.fold_wafers == "auto":
+            data.pop("fold_wafers", None)
+        return data
 
 
 class NumericsConfig(Frozen):

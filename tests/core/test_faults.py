@@ -1,0 +1,115 @@
+"""Faults: a straggler and a degraded SwarmX edge, checked against closed forms; bad specifications.
+
+* A wafer ``s`` times slower on a compute-bound step: every broadcast and reduction waits for it,
+  so the step lengthens by exactly its extra compute, ``(s - 1) x`` its compute.
+* One edge at ``f`` of its bandwidth on a step bound by the stream over the wafers' edges (compute,
+  MemoryX and the rest of the tree all but free): the lock-step tree goes at the slow edge's pace,
+  so the whole step takes ``1 / f`` as long.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from core_helpers import HUGE, deep_merge, dense_model, ideal_hardware, scenario_dict
+
+import wss
+from wss.cli import main
+from wss.errors import ScenarioError
+
+
+def _with(raw: dict, **faults) -> dict:
+    return deep_merge(raw, {"faults": faults})
+
+
+def test_a_straggler_lengthens_a_compute_bound_step_by_its_extra_compute():
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=2, hardware=ideal_hardware())
+    base = wss.simulate(raw)
+    assert base.bound_by == "compute" and base.wafer_folding.folded
+    compute = base.breakdown_s["compute"]
+    for s in (1.5, 2.0):
+        r = wss.simulate(_with(raw, stragglers=[{"wafer": 2, "slowdown": s}]))
+        assert not r.wafer_folding.folded and r.wafer_folding.reason == f"auto: faults (wafer 2 {s:g}x slower)"
+        assert r.step_time_s == pytest.approx(base.step_time_s + (s - 1) * compute, rel=1e-9)
+        assert r.wafers is not None
+        assert r.wafers[2].compute_s == pytest.approx(s * compute, rel=1e-9)
+        assert r.wafers[0].compute_s == pytest.approx(compute, rel=1e-9)
+        assert r.wafers[0].idle_s == pytest.approx(r.step_time_s - compute, rel=1e-9)
+        assert r.breakdown_s["compute"] == pytest.approx(s * compute, rel=1e-9)  # the straggler stands for all
+
+
+def test_a_degraded_edge_slows_a_stream_bound_step_by_its_factor():
+    hw = ideal_hardware(wafer={"io_bandwidth_Bps": 1e9, "clock_Hz": HUGE})  # only the wafers' edges take time
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=2, global_batch=8, steps=2, hardware=hw)
+    base = wss.simulate(raw)
+    assert base.bound_by == "stream"
+    for f in (0.5, 0.25):
+        r = wss.simulate(_with(raw, links=[{"edge": "swarmx.l1.1", "bandwidth_factor": f}]))
+        assert r.step_time_s == pytest.approx(base.step_time_s / f, rel=1e-9)
+        assert r.bound_by == "stream"
+        for c in ("stream", "bubble"):  # the wafer behind the slow edge stands for all: its waits scale too
+            assert r.breakdown_s[c] == pytest.approx(base.breakdown_s[c] / f, rel=1e-9)
+
+
+def test_a_degraded_edge_above_a_subtree_slows_every_wafer_and_one_below_it_stands_for_all():
+    """16 wafers, fan-out 4 (two levels): the root's edge to node 1 (wafers 4-7) at half rate."""
+    hw = ideal_hardware(swarmx={"link_bandwidth_Bps": 1e9, "hop_latency_s": 0.0}, wafer={"clock_Hz": HUGE})
+    raw = scenario_dict(dense_model(2048, 2048), wafers=16, global_batch=16, hardware=hw)
+    base = wss.simulate(raw)
+    r = wss.simulate(_with(raw, links=[{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]))
+    assert r.step_time_s > 1.5 * base.step_time_s
+    assert r.wafers is not None
+    assert r.breakdown_s == r.wafers[4].breakdown_s  # the first wafer behind the slow edge
+    assert r.wafers[0].breakdown_s["stream"] < r.wafers[4].breakdown_s["stream"]
+
+
+@pytest.mark.parametrize(
+    ("faults", "path", "words"),
+    [
+        ({"stragglers": [{"wafer": 4, "slowdown": 1.5}]}, "faults.stragglers.0.wafer",
+         "wafer 4 is out of range: hardware.wafers is 4 (wafers 0 to 3)"),
+        ({"stragglers": [{"wafer": 1, "slowdown": -1.5}]}, "faults.stragglers.0.slowdown", "greater than 0"),
+        ({"links": [{"edge": "swarmx.l1.9", "bandwidth_factor": 0.5}]}, "faults.links.0.edge",
+         "unknown edge 'swarmx.l1.9'; did you mean"),
+        ({"links": [{"edge": "swarmx.l1.1", "bandwidth_factor": -0.5}]}, "faults.links.0.bandwidth_factor",
+         "greater than 0"),
+        ({"links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}], "typo": 1}, "faults.typo", ""),
+    ],
+)
+def test_bad_faults_are_clear_errors(faults: dict, path: str, words: str, tmp_path: Path, capsys):
+    raw = _with(scenario_dict(dense_model(256, 256), wafers=4, global_batch=8), **faults)
+    with pytest.raises(ScenarioError) as err:
+        wss.load_scenario(raw)
+    assert path in str(err.value) and words in str(err.value)
+    file = tmp_path / "s.yaml"
+    file.write_text(json.dumps(raw))
+    assert main(["validate", str(file)]) == 2
+    out = capsys.readouterr().err
+    assert path in out and "Traceback" not in out
+
+
+def test_unknown_edge_error_lists_the_tree_edges():
+    raw = _with(scenario_dict(dense_model(256, 256), wafers=16, global_batch=16),
+                links=[{"edge": "swarmx.l3.0", "bandwidth_factor": 0.5}])
+    with pytest.raises(ScenarioError, match=r"the edges of this tree: swarmx\.l1\.0-3, swarmx\.l2\.0-15"):
+        wss.load_scenario(raw)
+
+
+def test_faults_cannot_be_folded_and_leave_a_scenario_without_them_unchanged():
+    raw = scenario_dict(dense_model(256, 256), wafers=4, global_batch=8)
+    with pytest.raises(ScenarioError, match="simulation.fold_wafers: true cannot show faults"):
+        wss.load_scenario(_with(deep_merge(raw, {"simulation": {"fold_wafers": True}}),
+                                stragglers=[{"wafer": 1, "slowdown": 2}]))
+    assert "faults" not in wss.load_scenario(raw).model_dump(mode="json")
+    dumped = wss.load_scenario(_with(raw, stragglers=[{"wafer": 1, "slowdown": 2}])).model_dump(mode="json")
+    assert dumped["faults"] == {"stragglers": [{"wafer": 1, "slowdown": 2.0}]}
+
+
+def test_tree_edge_names_agree_with_the_scenario():
+    from wss.model.components.swarmx_tree import edge_names
+
+    s = wss.load_scenario(scenario_dict(dense_model(256, 256), wafers=192, global_batch=192))
+    hw = s.hardware
+    assert hw.swarmx.edge_names(192) == edge_names(hw.swarmx.nodes_per_level(192), 192)

@@ -1,0 +1,281 @@
+"""The unfolded cluster: every wafer its own process, every SwarmX edge its own link.
+
+:mod:`wss.model.cluster` folds identical wafers and tree paths into one chain,
+exact when the cluster is uniform.  Here the same parts are built, but each
+wafer (with its own input workers and, with activation offload, its own
+activation store) is a separate SimPy process on its own shard, and the tree
+is a :class:`~wss.model.components.swarmx_tree.SwarmXTree` of real nodes::
+
+    MemoryX.stream -> root broadcast -> ... -> leaf edge w -> wafer w  (for every wafer w)
+    MemoryX.receive <- memoryx.net.in <- root reduction <- ... <- leaf edge w <- wafer w
+
+MemoryX and the optimizer stay folded over the shards (one stream at their
+aggregate rate into the root), as in the folded cluster.
+
+A wafer's shard is cut into as many micro-batches as the busiest wafer's
+(:attr:`Plan.micro_batches`), as evenly as it goes, so every wafer runs the same
+passes in lock-step; a smaller shard makes smaller micro-batches, and the
+wafer waits for the others.  Faults (``faults:``) slow one wafer's compute or
+one edge's bandwidth.  One wafer stands for the rest in the Result's breakdown
+and records: the busiest (the first with the most work: its shard times its
+slowdown); the others are summarised per wafer
+(:class:`~wss.model.results.WaferRecord`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import simpy
+
+from wss.model.cluster import (
+    Cluster,
+    _event_count,
+    activation_store_settings,
+    input_settings,
+    memoryx_in_link,
+    memoryx_settings,
+    optimizer_settings,
+    swarmx_settings,
+    wafer_settings,
+)
+from wss.model.components.activations import ActivationStore
+from wss.model.components.inputs import InputWorkers
+from wss.model.components.links import Link
+from wss.model.components.memoryx import MemoryX
+from wss.model.components.optimizer import OptimizerCoprocessor
+from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
+from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.fold import Snapshot, analyse
+from wss.model.kernels.cycles import KernelCycles
+from wss.model.plan import FOLDED_PREFIX, Plan
+from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
+from wss.model.plan.micro_batching import split_evenly
+from wss.model.program import Pass, build_program
+from wss.model.stall import run_or_explain
+
+__all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer"]
+
+
+@dataclass
+class UnfoldedCluster(Cluster):
+    """The wired parts of an unfolded run; ``wafer``, ``inputs`` and ``activations`` are the representative
+    wafer's, ``swarmx`` is the tree (its levels viewed as link classes)."""
+
+    wafers: list[Wafer] = field(default_factory=list)
+    all_inputs: list[InputWorkers] = field(default_factory=list)
+    stores: list[ActivationStore] = field(default_factory=list)
+    returns: list[Link] = field(default_factory=list)
+    #: (step, micro-batch) -> each wafer's timeline length when the representative wafer started it.
+    marks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+    @property
+    def tree(self) -> SwarmXTree:
+        assert isinstance(self.swarmx, SwarmXTree)
+        return self.swarmx
+
+    def groups(self) -> list[LinkGroup]:
+        """The level views (and the offload returns' view): what a Result reports per link class."""
+        extra = [self.offload_in] if isinstance(self.offload_in, LinkGroup) else []
+        return [*self.tree.down, *self.tree.up, *extra]  # type: ignore[list-item]
+
+    def links(self) -> list[Link]:
+        return [*self.tree.links(), self.memoryx_in, *self.returns]
+
+    def counters(self) -> dict[str, float]:
+        """The folded cluster's counters (a level's are its busiest edge's), and every edge's and wafer's."""
+        c = super().counters()
+        for group in self.groups():
+            c[group.name], c[group.name + ".bytes"] = group.busiest()
+        for w, wafer in enumerate(self.wafers):
+            c[f"wafer.{w}.compute"] = wafer.compute_s
+        for inputs in self.all_inputs:
+            c[inputs.name], c[inputs.name + ".bytes"] = inputs.busy_s, inputs.bytes
+        return c
+
+    def state(self) -> tuple:
+        stores = [link.inbox for link in self.links()] + [self.memoryx.grad_inbox]
+        stores += [s for w in self.wafers for s in (w.intake, w.act_intake)]
+        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
+        lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
+        return (lengths, self.optimizer.backlog(), staged)
+
+    def wait_context(self) -> tuple[dict[int, str], str]:
+        names, where = super().wait_context()
+        for wafer, inputs in zip(self.wafers, self.all_inputs):
+            names[id(wafer.intake)] = f"the intake of {wafer.name}"
+            names[id(wafer.act_intake)] = f"the intake of offloaded activations of {wafer.name}"
+            for (step, mb), ev in wafer.forward_done.items():
+                names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb} on {wafer.name}"
+            for (step, mb), ev in inputs.ready.items():
+                names[id(ev)] = f"the input data of step {step}, micro-batch {mb} for {wafer.name}"
+            for (step, mb), ev in inputs.mb_started.items():
+                names[id(ev)] = f"{wafer.name} to start step {step}, micro-batch {mb}"
+        return names, where
+
+    def copy_breakdown(self, wafer: int, step: int) -> dict[str, float]:
+        """A wafer's seconds by cause in one folded copy of ``step``'s repeated micro-batch."""
+        assert self.fold is not None
+        a = self.marks[(step, self.fold.copied_micro_batch)][wafer]
+        b = self.marks[(step, self.fold.last_micro_batch)][wafer]
+        out: dict[str, float] = {}
+        for t0, t1, cause, _ in self.wafers[wafer].timeline[a:b]:
+            out[cause] = out.get(cause, 0.0) + (t1 - t0)
+        return out
+
+
+def representative_wafer(plan: Plan) -> int:
+    """The wafer standing for the rest in the Result: the first with the most work (its shard times its
+    straggler slowdown), and among those the one whose tree path has the slowest degraded edge."""
+    s = plan.scenario
+    slow, factor = s.faults.slowdowns(), s.faults.bandwidth_factors()
+    depth, fan_out = plan.tree_levels, s.hardware.swarmx.fan_out
+
+    def path_factor(w: int) -> float:
+        return min(factor.get(f"swarmx.l{level}.{w // fan_out ** (depth - level)}", 1.0)
+                   for level in range(1, depth + 1))
+
+    keys = [(samples * slow.get(w, 1.0), -path_factor(w)) for w, samples in enumerate(plan.wafer_samples)]
+    return keys.index(max(keys))
+
+
+def _slowed(settings: WaferSettings, slowdown: float) -> WaferSettings:
+    """A straggler's settings: every cycle and every on-wafer op takes ``slowdown`` times as long."""
+    if slowdown == 1.0:
+        return settings
+    return dataclasses.replace(settings, clock_Hz=settings.clock_Hz / slowdown,
+                              op_seconds={k: (f * slowdown, b * slowdown) for k, (f, b) in settings.op_seconds.items()})
+
+
+def wafer_micro_batches(plan: Plan) -> list[list[int]]:
+    """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches."""
+    n, busiest = len(plan.micro_batches), max(plan.wafer_samples)
+    return [list(plan.micro_batches) if s == busiest else split_evenly(s, n) for s in plan.wafer_samples]
+
+
+def _all_token_counts(plan: Plan, sizes: list[list[int]]) -> WaferSettings:
+    """The wafer's settings with cycles and op seconds for every wafer's micro-batch sizes."""
+    base = wafer_settings(plan)
+    have = {m * plan.tokens_per_sample for m in plan.micro_batches}
+    missing = sorted({m * plan.tokens_per_sample for mbs in sizes for m in mbs} - have)
+    if not missing:
+        return base
+    wafer = plan.scenario.hardware.wafer
+    nonzero = [t for t in missing if t > 0]
+    extra = cycles_by_tokens([k.kernel for k in plan.kernels], [k.profile for k in plan.kernels], nonzero, wafer)
+    idle = {0: KernelCycles(0.0, 0.0, 0, 0, 0)} if 0 in missing else {}  # an empty micro-batch computes nothing
+    kernels = tuple(KernelWork(k.n_chunks, k.grad_bytes, {**k.cycles, **more, **idle})
+                    for k, more in zip(base.kernels, extra))
+    op_seconds = {**base.op_seconds, **wafer_op_seconds(wafer, plan.ops, missing)}
+    return dataclasses.replace(base, kernels=kernels, op_seconds=op_seconds)
+
+
+def _programs(plan: Plan, program: list[Pass], sizes: list[list[int]]) -> dict[tuple[int, ...], list[Pass]]:
+    """The program of each distinct micro-batch split: the same passes, each with its micro-batch's tokens."""
+    out = {tuple(plan.micro_batches): program}
+    for mbs in sizes:
+        if tuple(mbs) not in out:
+            out[tuple(mbs)] = [dataclasses.replace(p, tokens=mbs[p.micro_batch] * plan.tokens_per_sample)
+                               for p in program]
+    return out
+
+
+def build_unfolded(plan: Plan, record: bool = False,
+                   progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
+    """Build every part, one wafer and one set of input workers per wafer, and wire the tree; nothing runs yet."""
+    env = simpy.Environment()
+    hw = plan.scenario.hardware
+    program = build_program(plan)
+    flash_channel = simpy.Resource(env, capacity=1)
+    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel)
+    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel)
+    rep = representative_wafer(plan)
+    faults = plan.scenario.faults
+    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors())
+    slowdowns = faults.slowdowns()
+    memoryx_in = memoryx_in_link(env, plan)
+    sizes = wafer_micro_batches(plan)
+    programs = _programs(plan, program, sizes)
+    w_base = _all_token_counts(plan, sizes)
+    i_base = input_settings(plan)
+    wafers, inputs, stores, returns = [], [], [], []
+    for w, mbs in enumerate(sizes):
+        prog = programs[tuple(mbs)]
+        ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
+        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}"), slowdowns.get(w, 1.0))
+        wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
+        tree.leaf_down(w).connect(wafer.intake)
+        wafer.connect(tree.leaf_up(w).inbox)
+        if w_base.offload_bytes_per_token:
+            # As in the folded cluster: offloaded block inputs end at the wafer's edge going up, and come
+            # back on a second channel of its leaf edge.
+            leaf = tree.leaf_down(w)
+            back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s, hw.wafer.ingress_buffer_bytes)
+            back.share_wire(leaf)
+            back.connect(wafer.act_intake)
+            store = ActivationStore(env, dataclasses.replace(activation_store_settings(plan, prog, w_base),
+                                                             name=f"activations.{w}"), wafer.forward_done)
+            store.connect(back.inbox)
+            tree.leaf_up(w).route("activation", None)
+            stores.append(store)
+            returns.append(back)
+        wafers.append(wafer)
+        inputs.append(ins)
+    wafers[rep].progress = progress
+    memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
+    tree.connect_root(memoryx_in.inbox)
+    memoryx_in.connect(memoryx.grad_inbox)
+    offload_in = LinkGroup("wafer.offload.in", returns, returns[rep]) if returns else None
+    cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, optimizer, tree, memoryx_in,
+                              wafers[rep], inputs[rep], flash_channel, stores[rep] if stores else None, offload_in,
+                              wafers=wafers, all_inputs=inputs, stores=stores, returns=returns)
+    if record:
+        memoryx.record()
+        for group in cluster.groups():
+            group.record()
+        memoryx_in.record()
+    if plan.fold_copies:
+        def snapshot(step: int, mb: int) -> None:
+            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafers[rep].timeline), cluster.counters(),
+                                                     cluster.state())
+            cluster.marks[(step, mb)] = [len(w.timeline) for w in wafers]
+
+        wafers[rep].on_micro_batch_start = snapshot
+    return cluster
+
+
+def run_unfolded(plan: Plan, record: bool = False,
+                 progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
+    """Simulate every step with every wafer apart; return the parts with their measurements."""
+    cluster = build_unfolded(plan, record, progress)
+    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
+    # The folded cluster's start order, each part repeated per wafer or per edge in order.
+    processes = {
+        "memoryx.stream": env.process(memoryx.stream()),
+        "memoryx.receive": env.process(memoryx.receive()),
+        optimizer.name: env.process(optimizer.run()),
+        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
+        **{ins.name: env.process(ins.run()) for ins in cluster.all_inputs},
+        **{link.name: env.process(link.run()) for link in (*cluster.tree.links(), *cluster.returns)},
+    }
+    if memoryx.staging is not None:
+        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
+    for store in cluster.stores:
+        processes[store.name] = env.process(store.run())
+    done = [env.process(w.run()) for w in cluster.wafers]
+    processes.update({w.name: p for w, p in zip(cluster.wafers, done)})
+    run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
+    last_step = plan.scenario.training.steps - 1
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
+    run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
+    cluster.events = _event_count(env)
+    for group in cluster.groups():
+        group.sync()
+    if plan.fold_copies:
+        after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]
+        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
+                               after_copies, plan.fold_copies)
+    return cluster

@@ -1,0 +1,48 @@
+"""Whether to fold the wafers into one: the rule behind ``simulation.fold_wafers``.
+
+Folded, one wafer and one SwarmX root-to-leaf path stand for all of them
+(:mod:`wss.model.cluster`); unfolded, every wafer is its own process and every
+tree edge its own link (:mod:`wss.model.unfolded`).  The two agree exactly on a
+uniform cluster, where every wafer gets the same chunks at the same times and
+does the same work on them, so ``auto`` folds exactly then: it is the same
+answer for a fraction of the events.  A cluster is not uniform when the global
+batch does not divide evenly over the wafers (the wafers with one sample fewer
+finish each pass early and wait).
+"""
+
+from __future__ import annotations
+
+from wss.model.plan.micro_batching import wafer_samples
+from wss.model.results import UNIFORM_FOLDING, WaferFolding
+from wss.model.scenario import Scenario
+
+__all__ = ["wafer_folding", "uniform_shards"]
+
+
+def uniform_shards(scenario: Scenario) -> bool:
+    """Does every wafer get the same number of samples?"""
+    return scenario.training.global_batch % scenario.hardware.wafers == 0
+
+
+def _shards(scenario: Scenario) -> str:
+    """'1544 samples over 192 wafers: 8 wafers of 9, 184 of 8'."""
+    samples = wafer_samples(scenario.training.global_batch, scenario.hardware.wafers)
+    hi, lo = max(samples), min(samples)
+    return (f"{scenario.training.global_batch} samples over {len(samples)} wafers: {samples.count(hi)} wafers "
+            f"of {hi}, {samples.count(lo)} of {lo}")
+
+
+def wafer_folding(scenario: Scenario) -> WaferFolding:
+    """Fold or not, and why, from ``simulation.fold_wafers`` and the scenario's uniformity."""
+    asked = scenario.simulation.fold_wafers
+    uniform = uniform_shards(scenario)
+    if asked is True:
+        extra = "" if uniform else f"; the shards are uneven ({_shards(scenario)}): the busiest stands for all"
+        return WaferFolding(folded=True, reason=f"simulation.fold_wafers is true{extra}")
+    if asked is False:
+        return WaferFolding(folded=False, reason="simulation.fold_wafers is false")
+    if scenario.faults.any:
+        return WaferFolding(folded=False, reason=f"auto: faults ({scenario.faults.describe()})")
+    if uniform:
+        return UNIFORM_FOLDING
+    return WaferFolding(folded=False, reason=f"auto: the shards are uneven, {_shards(scenario)}")
