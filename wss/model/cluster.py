@@ -42,6 +42,7 @@ from wss.model.stall import run_or_explain
 __all__ = [
     "Cluster",
     "build_cluster",
+    "build_memoryx",
     "run_cluster",
     "optimizer_settings",
     "memoryx_settings",
@@ -265,6 +266,18 @@ def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
                 hw.swarmx.hop_latency_s, hw.swarmx.port_buffer_bytes)
 
 
+def build_memoryx(
+    env: simpy.Environment, plan: Plan, program: list[Pass]
+) -> tuple[MemoryX, OptimizerCoprocessor, simpy.Resource]:
+    """MemoryX (its shards folded), its optimizer coprocessor, and the DRAM and flash channel they share."""
+    flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
+    mx = plan.scenario.hardware.memoryx
+    dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
+    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
+    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
+    return memoryx, optimizer, flash_channel
+
+
 def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
     """Build every part from its settings and wire them; nothing runs yet.
 
@@ -273,11 +286,7 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     """
     env = simpy.Environment()
     program = build_program(plan)
-    flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
-    mx = plan.scenario.hardware.memoryx
-    dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
-    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
-    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
+    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     swarmx = SwarmX(env, swarmx_settings(plan))
     memoryx_in = memoryx_in_link(env, plan)
     inputs = InputWorkers(env, input_settings(plan))

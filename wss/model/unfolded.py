@@ -35,18 +35,15 @@ from wss.model.cluster import (
     Cluster,
     _event_count,
     activation_store_settings,
+    build_memoryx,
     input_settings,
     memoryx_in_link,
-    memoryx_settings,
-    optimizer_settings,
     swarmx_settings,
     wafer_settings,
 )
 from wss.model.components.activations import ActivationStore
 from wss.model.components.inputs import InputWorkers
 from wss.model.components.links import Link
-from wss.model.components.memoryx import MemoryX
-from wss.model.components.optimizer import OptimizerCoprocessor
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.fold import Snapshot, analyse
@@ -101,7 +98,7 @@ class UnfoldedCluster(Cluster):
         stores += [s for w in self.wafers for s in (w.intake, w.act_intake)]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
-        return (lengths, self.optimizer.backlog(), staged)
+        return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         names, where = super().wait_context()
@@ -189,9 +186,7 @@ def build_unfolded(plan: Plan, record: bool = False,
     env = simpy.Environment()
     hw = plan.scenario.hardware
     program = build_program(plan)
-    flash_channel = simpy.Resource(env, capacity=1)
-    optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel)
-    memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel)
+    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     rep = representative_wafer(plan)
     faults = plan.scenario.faults
     tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors())

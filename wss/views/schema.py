@@ -322,13 +322,17 @@ def field_rows(schema: dict[str, Any], node: dict[str, Any] | None = None, prefi
         path = f"{prefix}{name}"
         unit = "fraction" if prefix.endswith(".sparsity.") else unit_of(name)  # sparsity by role
         group = _object_branch(schema, prop)
-        if prop.get("type") == "array" and "items" in prop:
-            rows.append(FieldRow(path, "list of layers", "", _default_text(name, prop, name in required),
+        items = [_resolve(schema, b) for b in _branches(prop["items"])] if prop.get("type") == "array" and \
+            "items" in prop else []
+        if any("properties" in item for item in items):
+            layers = all("kind" in item.get("properties", {}) for item in items)
+            # A list of other mappings (faults) defaults to empty; pydantic writes no default for a default factory.
+            default = _default_text(name, prop, name in required) if layers or name in required else "[]"
+            rows.append(FieldRow(path, "list of layers" if layers else "list of mappings", "", default,
                                  prop.get("description", "")))
-            for item in _branches(prop["items"]):
-                layer = _resolve(schema, item)
-                kind = layer["properties"]["kind"]["const"]
-                nested.append((f"{path}.N", layer, {"kind": kind}))
+            for item in items:
+                kind = item["properties"]["kind"].get("const") if layers else None
+                nested.append((f"{path}.N", item, {"kind": kind} if kind else {}))
             continue
         rows.append(FieldRow(path, type_text(schema, prop), unit,
                              "" if group is not None and "default" not in prop else
