@@ -17,7 +17,7 @@ new baseline (every metric ok), and the summary says what moved from the old one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -74,8 +74,12 @@ class WssTiming:
         scenario: str | Path,
         rtol: float = 0.01,
         metric_tolerances: Mapping[str, float] | None = None,
+        metrics: Sequence[str] | None = None,
     ) -> Comparison:
-        """Simulate ``scenario`` and fail the test if a metric regressed beyond tolerance.
+        """Simulate ``scenario`` and fail the test if a gating metric regressed beyond tolerance.
+
+        ``metrics`` are the names or globs of the metrics that gate (default: those of
+        ``wss check``, :data:`~wss.studies.check.DEFAULT_GATES`; ``["*"]`` for all).
 
         Returns the :class:`~wss.studies.check.Comparison` with the baseline.  With
         ``--wss-update-baselines`` the baseline is re-recorded first, so the comparison is
@@ -95,7 +99,7 @@ class WssTiming:
         try:
             if self.update:
                 return self._update(path, dest, rtol, metric_tolerances)
-            comparison = check_scenario(path, self.baselines_dir, rtol, metric_tolerances)
+            comparison = check_scenario(path, self.baselines_dir, rtol, metric_tolerances, metrics)
         except (MissingBaseline, StaleBaseline) as exc:
             failure = f"wss timing: {exc}; from pytest: --wss-update-baselines"
         except WssError as exc:

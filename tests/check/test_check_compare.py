@@ -180,12 +180,18 @@ def test_exact_metrics_changed_are_listed_not_failed(fc_baseline):
 def test_missing_metric_fails_new_metric_is_listed(fc_baseline):
     metrics = dict(fc_baseline.metrics)
     metrics["link_bytes.swarmx.l9->wafer.total_bytes"] = 1.0
+    metrics["memory.memoryx_extra_bytes"] = 1.0
     del metrics["step_time_s"]
     c = compare(fc_baseline.model_copy(update={"metrics": metrics}), _simulate())
     verdicts = _verdicts(c)
     assert verdicts["link_bytes.swarmx.l9->wafer.total_bytes"] == MISSING
+    assert verdicts["memory.memoryx_extra_bytes"] == MISSING
     assert verdicts["step_time_s"] == NEW
-    assert not c.ok and [r.metric for r in c.regressed] == ["link_bytes.swarmx.l9->wafer.total_bytes"]
+    # A missing metric fails the check where it gates (memory.*), and is only listed where it does not.
+    assert not c.ok and [r.metric for r in c.regressed] == ["memory.memoryx_extra_bytes"]
+    everything = compare(fc_baseline.model_copy(update={"metrics": metrics}), _simulate(), gates=["*"])
+    assert [r.metric for r in everything.regressed] == ["link_bytes.swarmx.l9->wafer.total_bytes",
+                                                        "memory.memoryx_extra_bytes"]
 
 
 def test_version_difference_is_noted(fc_baseline):

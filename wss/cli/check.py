@@ -2,9 +2,9 @@
 
 Registered in :mod:`wss.cli.app`.  ``check --json`` prints one JSON document on stdout (each
 scenario's status and every metric compared) instead of the text; errors still go to stderr.
-Exit codes of ``check``, with or without ``--json``: 0 every metric holds (improvements are
-listed but pass); 1 a metric regressed; 2 bad input: a scenario that cannot
-be loaded, a missing, stale or unreadable baseline, or a ``--metric`` that
+Exit codes of ``check``, with or without ``--json``: 0 every gating metric holds (``--metrics``; improvements are
+listed but pass); 1 a gating metric regressed; 2 bad input: a scenario that cannot
+be loaded, a missing, stale or unreadable baseline, or a ``--metric`` or ``--metrics`` that
 matches no metric.  Every scenario is checked even after a failure; the exit
 code is the worst seen.
 """
@@ -42,6 +42,14 @@ def _rtol(text: str) -> float:
     return value
 
 
+def _gates(text: str) -> tuple[str, ...]:
+    """``--metrics``: comma-separated names or globs; ``all`` gates every metric."""
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one metric name or glob, or 'all'")
+    return ("*",) if names == ("all",) else names
+
+
 def _metric(text: str) -> tuple[str, float]:
     name, sep, value = text.rpartition("=")
     if not sep or not name.strip():
@@ -67,6 +75,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      metavar="NAME=RTOL",
                      help="relative tolerance of one metric or a glob of them, e.g. step_time_s=0.005 "
                           "or 'breakdown_s.*=0.05' (repeatable)")
+    chk.add_argument("--metrics", type=_gates, default=None, metavar="GLOB[,GLOB...]",
+                     help="the metrics that fail the check, names or globs, comma-separated; 'all' for every "
+                          "metric (default: step_time_s, samples_per_s, tokens_per_s, breakdown_s.* at 5%%, "
+                          "memory.*; the rest are listed but do not fail)")
     chk.add_argument("--update", action="store_true",
                      help="re-record the baselines instead of failing (after an intended change)")
     chk.add_argument("--all", dest="all_rows", action="store_true",
@@ -138,7 +150,8 @@ def _check(args: argparse.Namespace) -> int:
     if comparisons:
         unmatched = set.intersection(*(set(c.unmatched_tolerances) for c in comparisons))
         for key in sorted(unmatched):
-            print_error(f"--metric {key} matches no metric of the scenarios checked (see the metric names with --all)")
+            print_error(f"--metric or --metrics {key} matches no metric of the scenarios checked "
+                        "(see the metric names with --all)")
             code = EXIT_BAD_INPUT
     order = ("updated", "unchanged", "error") if args.update else ("ok", "regressed", "error")
     if args.json:
@@ -161,7 +174,7 @@ def _check_one(path: Path, args: argparse.Namespace,
                                                quiet=args.json)
             entry["note"] = note
         else:
-            comparison = check_scenario(path, args.baselines, args.rtol, tolerances)
+            comparison = check_scenario(path, args.baselines, args.rtol, tolerances, args.metrics)
             status = "ok" if comparison.ok else "regressed"
             if not args.json:
                 _report(path, comparison, args.baselines, args.all_rows)

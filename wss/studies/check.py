@@ -6,6 +6,13 @@ footprints) together with the wss version and the sha256 of the resolved
 scenario.  :func:`compare` turns a baseline and a fresh :class:`~wss.model.results.Result`
 into a :class:`Comparison`: one :class:`Row` per metric with a verdict.
 
+Not every metric gates a check: by default only the answers a user acts on do
+(:data:`DEFAULT_GATES`: step time, throughput, the breakdown of the step at a
+looser 5%, and the memory footprints), so time that moves from one part to
+another at the same step time is reported but does not fail CI; ``gates``
+(``wss check --metrics``) chooses others.  Every metric is still compared and
+listed.
+
 A metric holds when ``|now - baseline| <= max(rtol * |baseline|, atol)``.
 ``rtol`` is chosen by the caller (per metric if wanted); ``atol`` is a fixed
 floor per unit (one nanosecond, one byte, ...) so a bubble of 0 s against
@@ -39,6 +46,8 @@ __all__ = [
     "Comparison",
     "Row",
     "MetricSpec",
+    "DEFAULT_GATES",
+    "DEFAULT_TOLERANCES",
     "CheckError",
     "MissingBaseline",
     "StaleBaseline",
@@ -90,9 +99,14 @@ class StaleBaseline(CheckError):
 
 
 class MetricSpec(NamedTuple):
+    """How a metric is compared.  ``of_step``: its tolerance is a fraction of the baseline's step time,
+    not of its own value (a category of the step's breakdown: a small one moving by a few percent of
+    the step is a large change of itself, and not what a tolerance on the breakdown means)."""
+
     unit: str
     better: Better
     atol: float
+    of_step: bool = False
 
 
 # First match wins.  The atol floors: 1 ns is about one wafer clock cycle, below any modelled effect;
@@ -103,7 +117,7 @@ _SPECS: tuple[tuple[str, MetricSpec], ...] = (
     ("tokens_per_s", MetricSpec("tokens/s", "higher", 1e-9)),
     ("weight_crossings_per_micro_batch", MetricSpec("x", "lower", 1e-9)),
     ("bound_by", MetricSpec("", "exact", 0.0)),
-    ("breakdown_s.*", MetricSpec("s", "lower", 1e-9)),
+    ("breakdown_s.*", MetricSpec("s", "lower", 1e-9, of_step=True)),
     ("phase_s.*", MetricSpec("s", "lower", 1e-9)),
     ("link_bytes.*", MetricSpec("B", "lower", 1.0)),
     ("memory.micro_batch", MetricSpec("", "exact", 0.0)),
@@ -298,6 +312,15 @@ class Row(NamedTuple):
     rtol: float
     atol: float
     verdict: str
+    gated: bool = True  # does this metric fail the check when it regresses?
+
+
+#: The metrics that fail a check by default: what a user acts on.  The rest (per-phase time, link bytes,
+#: weight crossings, what bounds the step) are compared and listed but do not fail it.
+DEFAULT_GATES: Final = ("step_time_s", "samples_per_s", "tokens_per_s", "breakdown_s.*", "memory.*")
+#: Tolerances of the gating metrics that differ from ``rtol``: each category of the breakdown may move by 5%
+#: of the step time (time shifts between stream and compute at the same step time), a looser gate.
+DEFAULT_TOLERANCES: Final = {"breakdown_s.*": 0.05}
 
 
 @dataclass(frozen=True)
@@ -312,7 +335,8 @@ class Comparison:
 
     @property
     def regressed(self) -> tuple[Row, ...]:
-        return tuple(r for r in self.rows if r.verdict in FAILING)
+        """The gating rows that regressed (or went missing): what fails the check."""
+        return tuple(r for r in self.rows if r.verdict in FAILING and r.gated)
 
     @property
     def improved(self) -> tuple[Row, ...]:
@@ -343,14 +367,16 @@ def _check_rtol(value: float, what: str) -> None:
         raise CheckError(f"{what}: a relative tolerance is a finite number >= 0, got {value!r}")
 
 
-def _verdict(base: float | str, now: float | str, spec: MetricSpec, rtol: float) -> tuple[float | None, str]:
+def _verdict(base: float | str, now: float | str, spec: MetricSpec, rtol: float,
+             scale: float | None = None) -> tuple[float | None, str]:
+    """The relative change and the verdict; the band is ``rtol`` of ``scale`` (default: of the baseline)."""
     if spec.better == "exact" or isinstance(base, str) or isinstance(now, str):
         return None, OK if base == now else CHANGED
     delta = now - base
     change = delta / abs(base) if base != 0 else (0.0 if delta == 0 else None)
     if not (math.isfinite(base) and math.isfinite(now)):
         return change, OK if base == now else REGRESSED
-    if abs(delta) <= max(rtol * abs(base), spec.atol):
+    if abs(delta) <= max(rtol * abs(base if scale is None else scale), spec.atol):
         return change, OK
     worse = delta > 0 if spec.better == "lower" else delta < 0
     return change, REGRESSED if worse else IMPROVED
@@ -361,6 +387,7 @@ def compare(
     result: Result,
     rtol: float = 0.01,
     metric_tolerances: Mapping[str, float] | None = None,
+    gates: Iterable[str] | None = None,
 ) -> Comparison:
     """Compare a result with a baseline, metric by metric.
 
@@ -373,11 +400,17 @@ def compare(
         (``"breakdown_s.*"``).  An exact name wins over globs; among globs
         the first that matches wins.  Keys matching no metric are listed in
         ``Comparison.unmatched_tolerances`` (a typo should not pass silently).
+        Those of :data:`DEFAULT_TOLERANCES` apply where these say nothing.
+    gates
+        Names or globs of the metrics that fail the check (default :data:`DEFAULT_GATES`; ``["*"]`` for
+        all).  A gate matching no metric is listed in ``Comparison.unmatched_tolerances`` too.
 
     The scenario hash is not checked here (see :func:`ensure_fresh`), so a
     baseline can be compared with the result of a different scenario on purpose.
     """
-    tolerances = dict(metric_tolerances or {})
+    asked = dict(metric_tolerances or {})
+    tolerances = {**asked, **{k: v for k, v in DEFAULT_TOLERANCES.items() if k not in asked}}
+    gate_list = tuple(DEFAULT_GATES if gates is None else gates)
     _check_rtol(rtol, "rtol")
     for key, value in tolerances.items():
         _check_rtol(value, f"tolerance of {key}")
@@ -393,14 +426,18 @@ def compare(
         elif b is None:
             change, verdict = None, NEW
         else:
-            change, verdict = _verdict(b, n, spec, r)
-        rows.append(Row(name, spec.unit, spec.better, b, n, change, r, spec.atol, verdict))
+            step = baseline.metrics.get("step_time_s")
+            scale = float(step) if spec.of_step and isinstance(step, (int, float)) else None
+            change, verdict = _verdict(b, n, spec, r, scale)
+        gated = any(fnmatchcase(name, g) for g in gate_list)
+        rows.append(Row(name, spec.unit, spec.better, b, n, change, r, spec.atol, verdict, gated))
     return Comparison(
         scenario=baseline.scenario_file,
         baseline_version=baseline.wss_version,
         current_version=result.wss_version,
         rows=tuple(rows),
-        unmatched_tolerances=tuple(k for k in tolerances if not any(fnmatchcase(n, k) for n in names)),
+        unmatched_tolerances=tuple(k for k in (*asked, *(g for g in gate_list if gates is not None))
+                                   if not any(fnmatchcase(n, k) for n in names)),
     )
 
 
@@ -409,8 +446,9 @@ def check_scenario(
     baselines_dir: str | Path,
     rtol: float = 0.01,
     metric_tolerances: Mapping[str, float] | None = None,
+    gates: Iterable[str] | None = None,
 ) -> Comparison:
-    """Load a scenario and its baseline, make sure the baseline is fresh, simulate, compare.
+    """Load a scenario and its baseline, make sure the baseline is fresh, simulate, compare (:func:`compare`).
 
     Raises
     ------
@@ -426,7 +464,7 @@ def check_scenario(
     baseline = load_baseline(path, scenario_path)
     ensure_fresh(baseline, scenario, path, scenario_path)
     result = simulate(scenario)
-    return compare(baseline, result, rtol, metric_tolerances)
+    return compare(baseline, result, rtol, metric_tolerances, gates)
 
 
 def _fmt_value(value: float | str | None, unit: str) -> str:
@@ -449,6 +487,8 @@ def _fmt_change(row: Row) -> str:
 def _fmt_tolerance(row: Row) -> str:
     if row.better == "exact":
         return "exact"
+    if metric_spec(row.metric).of_step:
+        return f"±{row.rtol * 100:g}% of step"
     base = row.baseline if isinstance(row.baseline, (int, float)) else 0.0
     if row.atol > row.rtol * abs(base):
         return f"±{row.atol:g} {row.unit}"
@@ -467,7 +507,7 @@ def format_table(comparison: Comparison, all_rows: bool = False) -> str:
     header = ("metric", "baseline", "now", "change", "tolerance", "verdict")
     cells = [header] + [
         (r.metric, _fmt_value(r.baseline, r.unit), _fmt_value(r.now, r.unit), _fmt_change(r), _fmt_tolerance(r),
-         r.verdict)
+         r.verdict if r.gated or r.verdict == OK else f"{r.verdict} (not gated)")
         for r in rows
     ]
     widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
