@@ -84,3 +84,17 @@ def test_save_figure_formats(fc_run, tmp_path):
     paths = save_figure(utilisation_figure(result), tmp_path / "u", formats=("png", "svg", "pdf"))
     assert [p.suffix for p in paths] == [".png", ".svg", ".pdf"]
     assert all(p.stat().st_size > 0 for p in paths)
+
+
+def test_memory_figure_says_what_the_summary_says(fc_run):
+    """The SRAM bar's "of" is the usable SRAM, as in the summary's memory line (the total follows it)."""
+    from wss.views.plots import memory_figure
+    from wss.views.summary import fmt_bytes, format_result
+
+    result = fc_run[0]
+    m = result.memory
+    texts = [t.get_text() for t in memory_figure(result).axes[0].texts]
+    usable, total = fmt_bytes(m.wafer_sram_available_bytes), fmt_bytes(m.wafer_sram_total_bytes)
+    expected = f"{fmt_bytes(m.wafer_sram_activation_bytes)} of {usable} ({total} in all)"
+    assert expected in texts
+    assert f"wafer SRAM {fmt_bytes(m.wafer_sram_activation_bytes)} of {usable}" in format_result(result)

@@ -24,7 +24,7 @@ COMMANDS = ("estimate", "reproduce")
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``estimate`` and ``reproduce`` to the ``wss`` sub-command parser."""
     est = subparsers.add_parser(
-        "estimate", help="closed-form step-time estimate of a scenario (milliseconds, no simulation)"
+        "estimate", help="closed-form step-time estimate of a scenario (computed in milliseconds, no simulation)"
     )
     add_scenario_argument(est)
     add_set_argument(est)

@@ -369,9 +369,11 @@ def memory_figure(result: Result) -> Figure:
     ax.barh(labels, reserved, left=used, color="#bab0ac", hatch="//",
             label="reserved (flash staging; SRAM for code and buffers)")
     for y, r in enumerate(rows[::-1]):
-        ax.text(101, y, f"{fmt_bytes(r[1])} of {fmt_bytes(r[3])}", va="center", fontsize="small")
+        # The same "of" as the summary: what is usable once the reserved part is set aside.
+        total = f" ({fmt_bytes(r[3])} in all)" if r[2] > 0 else ""
+        ax.text(101, y, f"{fmt_bytes(r[1])} of {fmt_bytes(r[3] - r[2])}{total}", va="center", fontsize="small")
     ax.axvline(100, color="black", linewidth=1)
-    ax.set_xlim(0, 135)
+    ax.set_xlim(0, 160)
     ax.set_xlabel("% of capacity")
     fig.suptitle(f"{result.scenario.name}: memory footprint against capacity")
     ax.set_title(f"micro-batch {m.micro_batch} x {m.micro_batches}, activation checkpointing "
