@@ -48,14 +48,14 @@ def test_plot_command(result_file, tmp_path):
     code, text = _run(["plot", str(result_file), "-o", str(tmp_path / "figs"), "--format", "png"])
     assert code == 0
     written = sorted(p.name for p in (tmp_path / "figs").iterdir())
-    assert written == ["kernels.png", "memory.png", "timeline.png", "utilisation.png"]
+    assert written == ["kernels.png", "memory.png", "timeline_records.png", "utilisation.png"]
     assert text.count("wrote ") == 4
 
 
 def test_plot_default_folder_is_beside_the_result(result_file):
     code, _ = _run(["plot", str(result_file), "--step", "0", "--format", "svg", "--quiet"])
     assert code == 0
-    assert (result_file.parent / "plots" / "timeline.svg").stat().st_size > 0
+    assert (result_file.parent / "plots" / "timeline_records.svg").stat().st_size > 0
 
 
 def test_report_command_table_and_csv(result_file, tmp_path):
@@ -185,3 +185,16 @@ def test_real_cli(result_file, tmp_path, capsys):
     assert code == 0
     for name in ("result.json", "trace.json", "plots/timeline.png"):
         assert (out / name).exists(), name
+
+
+def test_plot_after_simulate_plots_keeps_the_detailed_timeline(tmp_path):
+    """docs/timeline.md's own steps: ``simulate --plots`` then ``wss plot`` on the same folder used to replace
+    the every-part timeline with the three-row one drawn from records."""
+    from wss.cli import main
+
+    out = tmp_path / "out"
+    assert main(["simulate", str(FC_MNIST), "-o", str(out), "--plots", "--quiet"]) == 0
+    detailed = (out / "plots" / "timeline.png").read_bytes()
+    assert main(["plot", str(out / "result.json"), "--quiet"]) == 0
+    assert (out / "plots" / "timeline.png").read_bytes() == detailed
+    assert (out / "plots" / "timeline_records.png").stat().st_size > 0

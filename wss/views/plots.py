@@ -394,10 +394,15 @@ def save_figure(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", 
 
 def plot_all(result: Result, outdir: str | Path, cluster: Any | None = None, step: int | None = None,
              formats: Sequence[str] = ("png", "svg"), top: int = 20) -> list[Path]:
-    """Write timeline, kernels, utilisation and memory figures into ``outdir``; return the files written."""
+    """Write timeline, kernels, utilisation and memory figures into ``outdir``; return the files written.
+
+    The timeline drawn from a cluster's spans (every part, one row each) is ``timeline``; drawn from a
+    saved Result's records alone (three rows) it is ``timeline_records``, so that plotting a result.json
+    into the folder ``wss simulate --plots`` wrote never replaces the detailed chart with the coarse one.
+    """
     outdir = Path(outdir)
     figures = {
-        "timeline": gantt_figure(result, cluster, step),
+        "timeline" if cluster is not None else "timeline_records": gantt_figure(result, cluster, step),
         "kernels": kernel_breakdown_figure(result, top=top),
         "utilisation": utilisation_figure(result),
         "memory": memory_figure(result),
