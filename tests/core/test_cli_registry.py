@@ -27,6 +27,23 @@ def test_every_command_has_help(command: str, capsys):
     assert f"usage: wss {command}" in capsys.readouterr().out
 
 
+def _arguments_without_help(parser, prefix: str) -> list[str]:
+    import argparse
+
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _arguments_without_help(sub, f"{prefix} {name}")
+        elif not isinstance(action, argparse._HelpAction) and (not action.help or action.help == argparse.SUPPRESS):
+            missing.append(f"{prefix}: {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_argument_of_every_command_has_help_text():
+    assert _arguments_without_help(app.build_parser(), "wss") == []
+
+
 @pytest.mark.parametrize("module", app.COMMAND_MODULES, ids=lambda m: m.__name__)
 def test_a_wss_error_from_any_command_is_one_line_and_exit_2(module, monkeypatch, capsys):
     def fail(args):

@@ -60,14 +60,16 @@ def _metric(text: str) -> tuple[str, float]:
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``baseline`` and ``check`` to the ``wss`` argparse subparsers."""
     rec = subparsers.add_parser("baseline", help="record timing baselines: one JSON file per scenario")
-    rec.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    rec.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml",
+                     help="scenario files to simulate and record (one baseline file each, named after the file)")
     rec.add_argument("-o", "--out", type=Path, default=DEFAULT_DIR, metavar="DIR",
                      help="folder of baseline files, named after each scenario file (default: baselines/)")
 
     chk = subparsers.add_parser(
         "check", help="re-simulate scenarios and compare with their baselines (exit 1 on a regression)"
     )
-    chk.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml")
+    chk.add_argument("scenarios", nargs="+", type=Path, metavar="SCENARIO.yaml",
+                     help="scenario files to simulate and compare with their baselines")
     chk.add_argument("--baselines", type=Path, default=DEFAULT_DIR, metavar="DIR",
                      help="folder of baseline files (default: baselines/)")
     chk.add_argument("--rtol", type=_rtol, default=0.01, help="relative tolerance of every metric (default: 0.01)")
