@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from wss.model.scenario.base import Frozen
+from wss.model.scenario.base import Frozen, Integer, Range, bounded
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.training import NumericsConfig, SimulationConfig, TrainingConfig
 from wss.model.scenario.workload import WorkloadConfig
@@ -22,7 +22,7 @@ class Scenario(Frozen):
     training: TrainingConfig
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     numerics: NumericsConfig = Field(default_factory=NumericsConfig)
-    seed: int = Field(0, ge=0, description="Seed of every random choice (masks, data).")
+    seed: Integer = bounded(0, description="Seed of every random choice (masks, data).", within=Range(0, 1e18))
 
     @property
     def seq_len(self) -> int:
