@@ -52,7 +52,7 @@ class WaferConfig(Frozen):
     sram_reserved_fraction: Fraction = Field(
         0.25,
         description="Fraction of SRAM kept for code, stream buffers and scratch (an assumption), "
-        "not available to stored activations.",
+        "not available to stored activations, in [0, 1).",
     )
     clock_Hz: Real = bounded(description="Core clock in Hz.", within=Range(1e6, 1e11, "Hz"))
     simd_width: Integer = bounded(

@@ -345,7 +345,7 @@ def _with_line(
     """Attach the YAML line of the field, or say it came from an override."""
     for key in overridden:
         if problem.path == key or problem.path.startswith(key + "."):
-            return FieldProblem(problem.path, f"{problem.message} [from --set {key}]")
+            return FieldProblem(problem.path, f"{problem.message} [from --set {shorten(key)}]")
     parts = tuple(problem.path.split(".")) if problem.path else ()
     while parts and parts not in lines:
         parts = parts[:-1]

@@ -78,14 +78,14 @@ WORKLOAD_ROLES = (*BLOCK_ROLES, "embedding", "output_head")
 
 
 def _role(description: str) -> Any:
-    return Field(None, description=f"Weight sparsity of {description} (default: this mapping's default).")
+    return Field(None, description=f"Weight sparsity of {description} (default: this mapping's default), in [0, 1).")
 
 
 class BlockSparsity(Frozen):
     """Weight sparsity of a transformer block's streamed matmuls by role; a role not given takes ``default``."""
 
     default: Fraction | None = Field(
-        None, description="Sparsity of the roles not given (default: the workload's sparsity for each role)."
+        None, description="Sparsity of the roles not given (default: the workload's sparsity for each role), in [0, 1)."
     )
     qkv: Fraction | None = _role("the query, key and value projection (d_model -> 3 n_heads d_head)")
     attn_out: Fraction | None = _role("the attention output projection (n_heads d_head -> d_model)")
@@ -103,7 +103,7 @@ class WorkloadSparsity(BlockSparsity):
     """Default weight sparsity by role, for every layer that does not set its own."""
 
     default: Fraction | None = Field(
-        None, description="Sparsity of every streamed kernel whose role is not given (default 0: dense)."
+        None, description="Sparsity of every streamed kernel whose role is not given (default 0: dense), in [0, 1)."
     )
     embedding: Fraction | None = _role("every embedding table (tokens and learned positions)")
     output_head: Fraction | None = _role(
@@ -147,7 +147,7 @@ class _LayerBase(Frozen):
         within=Range(1, MAX_LAYERS),
     )
     sparsity: Fraction | BlockSparsity | None = Field(
-        None, description="Weight sparsity of this layer's streamed kernels (default: workload.sparsity)."
+        None, description="Weight sparsity of this layer's streamed kernels (default: workload.sparsity), in [0, 1)."
     )
 
     @model_validator(mode="before")
@@ -162,7 +162,7 @@ class DenseLayer(_LayerBase):
 
     kind: Literal["dense"]
     sparsity: Fraction | None = Field(
-        None, description="Weight sparsity of this layer's kernel (default: workload.sparsity's default)."
+        None, description="Weight sparsity of this layer's kernel (default: workload.sparsity's default), in [0, 1)."
     )
     in_features: Integer = bounded(description="Input features K.", within=WIDTH)
     out_features: Integer = bounded(description="Output features M.", within=WIDTH)
@@ -178,7 +178,7 @@ class EmbeddingLayer(_LayerBase):
     sparsity: Fraction | None = Field(
         None,
         description="Weight sparsity of this layer's tables (default: workload.sparsity's embedding role, "
-        "else its default).",
+        "else its default), in [0, 1).",
     )
     vocab_size: Integer = bounded(description="Rows of the embedding table.", within=WIDTH)
     d_model: Integer = bounded(description="Embedding width.", within=WIDTH)
@@ -196,7 +196,8 @@ class TransformerBlock(_LayerBase):
     sparsity: Fraction | BlockSparsity | None = Field(
         None,
         description="Weight sparsity of the block's four matmuls: one number for all, or a mapping by role "
-        f"({', '.join(BLOCK_ROLES)}) with an optional default for the roles not given (default: workload.sparsity).",
+        f"({', '.join(BLOCK_ROLES)}) with an optional default for the roles not given (default: workload.sparsity); "
+        "each in [0, 1).",
     )
     d_model: Integer = bounded(description="Model width.", within=WIDTH)
     n_heads: Integer = bounded(description="Attention heads.", within=Range(1, 100_000))
@@ -255,7 +256,8 @@ class Pooler(_LayerBase):
 
     kind: Literal["pooler"]
     sparsity: Fraction | None = Field(
-        None, description="Weight sparsity of the pooler's two kernels (default: workload.sparsity's default)."
+        None,
+        description="Weight sparsity of the pooler's two kernels (default: workload.sparsity's default), in [0, 1).",
     )
     d_model: Integer = bounded(description="Input width (the pooled [CLS] vector).", within=WIDTH)
     classes: Integer = bounded(
@@ -270,7 +272,8 @@ class OutputHead(_LayerBase):
     sparsity: Fraction | None = Field(
         None,
         description="Weight sparsity of the projection (default: workload.sparsity's output_head role, else its "
-        "default).  Not for a tied head: it streams its embedding table's weights and mask, and takes its sparsity.",
+        "default), in [0, 1).  Not for a tied head: it streams its embedding table's weights and mask, and takes "
+        "its sparsity.",
     )
     d_model: Integer = bounded(description="Input width.", within=WIDTH)
     vocab_size: Integer = bounded(description="Output classes or vocabulary size.", within=WIDTH)
@@ -340,7 +343,8 @@ class WorkloadConfig(Frozen):
     sparsity: Fraction | WorkloadSparsity = Field(
         0.0,
         description="Weight sparsity of the streamed kernels of layers that do not set their own: one number for "
-        f"all, or a mapping by role ({', '.join(WORKLOAD_ROLES)}) with a default for the rest (default 0).",
+        f"all, or a mapping by role ({', '.join(WORKLOAD_ROLES)}) with a default for the rest (default 0); "
+        "each in [0, 1).",
     )
     mask: Literal["random"] = Field(
         "random",
