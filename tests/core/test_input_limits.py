@@ -274,3 +274,18 @@ def test_the_python_api_raises_wss_errors_only(source, overrides):
 def test_simulate_of_none_is_a_wss_error():
     with pytest.raises(WssError):
         wss.simulate(None)  # type: ignore[arg-type]
+
+
+def test_docs_limits_lists_every_range_as_the_fields_state_it():
+    from wss.model.scenario.workload import DenseLayer, EmbeddingLayer, OutputHead, Pooler, TransformerBlock
+
+    doc = (REPO / "docs" / "limits.md").read_text()
+    fields = _numeric_fields(Scenario)
+    for layer in (DenseLayer, EmbeddingLayer, TransformerBlock, Pooler, OutputHead):
+        fields += _numeric_fields(layer, "workload.model.layers.N.")
+    missing = []
+    for path, info, _ in fields:
+        match = re.search(r"Range: (.*?)(?: \(.*\))?\.$", info.description or "")
+        if match and f"| `{path}` | {match.group(1)} |" not in doc:
+            missing.append(path)
+    assert missing == []
