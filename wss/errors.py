@@ -8,9 +8,49 @@ propagate so notebooks see the same message.
 
 from __future__ import annotations
 
-__all__ = ["WssError", "ScenarioError", "InfeasibleError", "FieldProblem", "SimulationStalled"]
+__all__ = [
+    "WssError",
+    "ScenarioError",
+    "InfeasibleError",
+    "FieldProblem",
+    "SimulationStalled",
+    "shorten",
+    "quote",
+    "MAX_ECHO_CHARS",
+    "MAX_PROBLEMS_SHOWN",
+]
 
 from dataclasses import dataclass
+from typing import Any
+
+#: The most characters of the user's input an error message repeats back: a message quotes at most
+#: one line of the input, so a 100 KB value or key costs one short line, not a screenful.
+MAX_ECHO_CHARS = 200
+#: The most problems one :class:`ScenarioError` lists; the rest are counted ("... and 12 more").
+MAX_PROBLEMS_SHOWN = 20
+
+
+def shorten(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` on one line and at most ``limit`` characters, cut with an ellipsis."""
+    one_line = " ".join(str(text).splitlines())
+    if len(one_line) <= limit:
+        return one_line
+    return one_line[: limit - 1] + "…"
+
+
+def quote(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters (long inputs are not echoed in full).
+
+    A huge integer is summarised by its digit count, since ``repr`` of a number past Python's
+    4,300-digit conversion limit raises.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return shorten(repr(value), limit)
 
 
 @dataclass(frozen=True)
@@ -22,10 +62,11 @@ class FieldProblem:
     line: int | None = None
 
     def render(self) -> str:
-        where = self.path or "<top level>"
+        where = shorten(self.path) if self.path else "<top level>"
         if self.line is not None:
             where = f"{where} (line {self.line})"
-        return f"{where}: {self.message}"
+        # The message's own text is ours; a list of known names can be long, but never unbounded.
+        return f"{where}: {shorten(self.message, 8 * MAX_ECHO_CHARS)}"
 
 
 class WssError(Exception):
@@ -49,10 +90,13 @@ class ScenarioError(WssError):
         super().__init__(self._render())
 
     def _render(self) -> str:
+        source = shorten(self.source)
         if len(self.problems) == 1:
-            return f"{self.source}: {self.problems[0].render()}"
-        lines = [f"{self.source}: {len(self.problems)} problems"]
-        lines += [f"  - {p.render()}" for p in self.problems]
+            return f"{source}: {self.problems[0].render()}"
+        lines = [f"{source}: {len(self.problems)} problems"]
+        lines += [f"  - {p.render()}" for p in self.problems[:MAX_PROBLEMS_SHOWN]]
+        if len(self.problems) > MAX_PROBLEMS_SHOWN:
+            lines.append(f"  ... and {len(self.problems) - MAX_PROBLEMS_SHOWN} more")
         return "\n".join(lines)
 
 

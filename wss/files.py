@@ -56,14 +56,16 @@ class OutputTransaction:
         self.pending: list[tuple[Path, Path]] = []
 
     def commit(self) -> None:
-        pending, self.pending = self.pending, []
-        for i, (tmp, path) in enumerate(pending):
+        # Each file leaves ``pending`` only once it is in place: an error or a signal part-way through
+        # leaves the rest for :meth:`rollback` to delete, so no temporary file stays behind.
+        while self.pending:
+            tmp, path = self.pending[0]
             try:
                 os.replace(tmp, path)
             except OSError as exc:
-                for rest, _ in pending[i:]:
-                    rest.unlink(missing_ok=True)
+                self.rollback()
                 raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
+            del self.pending[0]
         self.made_dirs = []
 
     def rollback(self) -> None:
@@ -184,13 +186,19 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     problem = _dir_problem(path.parent)
     if problem:
         raise OutputError(f"cannot write {path}: {problem}")
+    txn = _ACTIVE.get()
+    made: Path | None = None
     try:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        made = Path(name)
+        os.close(fd)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
-    os.close(fd)
-    tmp = Path(name)
-    txn = _ACTIVE.get()
+    except BaseException:  # Ctrl-C or SIGTERM between making the file and closing it
+        if made is not None:
+            made.unlink(missing_ok=True)
+        raise
+    tmp = made
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())

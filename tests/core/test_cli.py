@@ -182,7 +182,7 @@ BAD = {
         training: {global_batch: 8}
         """,
         [],
-        ["hardware.memoryx.dram_bandwidth_Bps (line 5)", "greater than 0"],
+        ["hardware.memoryx.dram_bandwidth_Bps (line 5)", "must be at least 1,000"],
     ),
     "unknown-preset": (
         """
@@ -226,7 +226,7 @@ BAD = {
         training: {global_batch: 8}
         """,
         ["--set", "hardware.swarmx.link_bandwidth_Bps=-1"],
-        ["hardware.swarmx.link_bandwidth_Bps", "greater than 0"],
+        ["hardware.swarmx.link_bandwidth_Bps", "must be at least 1,000"],
     ),
 }
 

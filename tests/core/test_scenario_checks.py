@@ -181,7 +181,7 @@ def test_bad_micro_batch_is_one_plain_problem(value, shown):
         wss.load_scenario(SCENARIOS / "fc_mnist.yaml", [f"training.micro_batch={value}"])
     problem = only_problem(info.value)
     assert problem.path == "training.micro_batch"
-    assert problem.message.startswith(f"must be a positive integer or 'auto', got {shown}")
+    assert problem.message.startswith(f"must be an integer from 1 to 1,000,000 or 'auto', got {shown}")
     for noise in ("constrained-int", "literal[", "Input should"):
         assert noise not in str(info.value)
 
@@ -201,7 +201,7 @@ def test_bad_micro_batch_in_a_file_keeps_its_line(tmp_path):
         wss.load_scenario(path)
     problem = only_problem(info.value)
     assert (problem.path, problem.line) == ("training.micro_batch", 5)
-    assert problem.message == "must be a positive integer or 'auto', got 'none'"
+    assert problem.message == "must be an integer from 1 to 1,000,000 or 'auto', got 'none'"
 
 
 @pytest.mark.parametrize("position", ["only", "first", "last"])
@@ -247,7 +247,7 @@ def test_errors_inside_a_layer_keep_the_field_path_without_the_tag():
         wss.load_scenario(scenario_dict(model=model))
     problem = only_problem(info.value)
     assert problem.path == "workload.model.layers.0.in_features"
-    assert "greater than 0" in problem.message and "got 0" in problem.message
+    assert "must be at least 1" in problem.message and "got 0" in problem.message
 
 
 def test_validator_errors_lose_the_value_error_prefix_and_name_the_layer(tmp_path):
@@ -297,7 +297,7 @@ def test_the_errors_are_wss_errors():
         (
             "fc_mnist.yaml",
             "training.micro_batch=0",
-            ["training.micro_batch: must be a positive integer or 'auto', got 0"],
+            ["training.micro_batch: must be an integer from 1 to 1,000,000 or 'auto', got 0"],
         ),
     ],
     ids=["seq-beyond-context", "seq-on-features", "micro-batch-too-big", "micro-batch-zero"],

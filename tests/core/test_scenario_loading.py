@@ -285,7 +285,7 @@ BAD_FILES = {
         """,
         "hardware.swarmx.link_bandwidth_Bps",
         7,
-        "greater than 0",
+        "must be at least 1,000, got -150000000000.0",
     ),
     "unknown-part-preset": (
         """

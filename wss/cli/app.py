@@ -15,16 +15,54 @@ append the module to :data:`COMMAND_MODULES`.
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
-from types import ModuleType
+import threading
 
-from wss._version import __version__
-from wss.cli import check, diff, fidelity, plan, schema, see, simulate, sweep
-from wss.cli import size as size_cmd
-from wss.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STALLED, print_error, relabel
-from wss.errors import SimulationStalled, WssError
+
+def _exit_at_once(signum: int, frame: object) -> None:
+    os._exit(128 + signum)  # nothing is written yet, so there is nothing to clean up
+
+
+def _exit_quietly_while_starting() -> None:
+    """While the ``wss`` program imports its modules, let SIGINT and SIGTERM end it at once, silently.
+
+    Python would print a KeyboardInterrupt traceback instead.  Done first, before anything else of wss
+    loads, and only when this process is the ``wss`` program (its console script or ``python -m wss``):
+    importing wss as a library must not change the signal handling of the program that imports it.
+    ``main`` takes over with :func:`wss.cli.common.signals_as_exceptions`.
+    """
+    program = sys.argv[0].replace(os.sep, "/") if sys.argv and sys.argv[0] else ""
+    named = program.rsplit("/", 1)[-1] in ("wss", "wss.exe")
+    if (named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py"))) and (
+        threading.current_thread() is threading.main_thread()
+    ):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _exit_at_once)
+
+
+_exit_quietly_while_starting()
+
+import argparse  # noqa: E402
+from types import ModuleType  # noqa: E402
+
+from wss._version import __version__  # noqa: E402
+from wss.cli import check, diff, fidelity, plan, schema, see, simulate, sweep  # noqa: E402
+from wss.cli import size as size_cmd  # noqa: E402
+from wss.cli.common import (  # noqa: E402
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_STALLED,
+    EXIT_TERMINATED,
+    Terminated,
+    interrupted_code,
+    print_error,
+    relabel,
+    signals_as_exceptions,
+)
+from wss.errors import SimulationStalled, WssError  # noqa: E402
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -50,7 +88,20 @@ def _owner(command: str) -> ModuleType:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``wss`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    """Run ``wss`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    SIGTERM is handled as Ctrl-C is (exit codes 143 and 130, :mod:`wss.cli.common`).
+    """
+    with signals_as_exceptions():
+        try:
+            return interrupted_code(_main(argv))
+        except Terminated:  # landed outside a command (while parsing or printing)
+            return EXIT_TERMINATED
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = _owner(args.command).run(args)
@@ -60,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     except WssError as exc:
         print_error(relabel(exc, getattr(args, "scenario", None)))
         return EXIT_BAD_INPUT
+    except Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -11,14 +11,31 @@ Exit codes, for every command:
 * ``3`` the simulation stopped making progress (a deadlock in the model, see
   :class:`~wss.errors.SimulationStalled`): the message names each blocked part
   and what it waits for;
-* ``130`` interrupted with Ctrl-C.
+* ``130`` interrupted with Ctrl-C (SIGINT);
+* ``143`` terminated with SIGTERM (``kill``, a job scheduler, a container
+  stopping), handled like Ctrl-C.
+
+Ctrl-C and SIGTERM stop a command cleanly: the outputs of a run are all
+written or none is (temporary files and folders made for them are removed),
+a sweep's worker processes are ended, and one line (``interrupted`` or
+``terminated``) goes to stderr, never a traceback.  A second signal during
+that clean-up is ignored.  A signal that lands while ``wss`` is still
+starting (importing) ends it at once with the same code and nothing printed:
+nothing has been written yet (:mod:`wss.cli.app` arranges that first thing).
+SIGKILL cannot be handled; a sweep's workers still end within a second of
+their parent (see :mod:`wss.studies.sweep`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 from wss.errors import ScenarioError, WssError
 
@@ -28,6 +45,10 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_STALLED",
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "Terminated",
+    "signals_as_exceptions",
+    "interrupted_code",
     "print_error",
     "relabel",
     "add_scenario_argument",
@@ -40,6 +61,53 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_STALLED = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds exactly as Ctrl-C does."""
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+#: The signals received inside :func:`signals_as_exceptions`, in order (the first one stops the command).
+received: list[int] = []
+
+
+def _raise_for(signum: int, frame: FrameType | None) -> None:
+    for sig in _SIGNALS:  # a second signal must not interrupt the clean-up the first one starts
+        signal.signal(sig, signal.SIG_IGN)
+    received.append(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def interrupted_code(code: int) -> int:
+    """``code``, or 143 when a command reported Ctrl-C's 130 but what stopped it was SIGTERM."""
+    if code == EXIT_INTERRUPTED and received and received[0] == signal.SIGTERM:
+        return EXIT_TERMINATED
+    return code
+
+
+@contextlib.contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt; restored after.
+
+    Outside the main thread (a command run from a worker thread) signals cannot be handled, and
+    the block changes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    received.clear()
+    for sig in _SIGNALS:
+        signal.signal(sig, _raise_for)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def print_error(message: str) -> None:

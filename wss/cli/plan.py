@@ -25,7 +25,7 @@ COMMANDS = ("plan",)
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``plan`` to the ``wss`` sub-command parser."""
     p = subparsers.add_parser(
-        "plan", help="the checkpointing and micro-batches chosen, and the best alternatives (analytic: computed in milliseconds)"
+        "plan", help="the checkpointing and micro-batches chosen, and the best alternatives (analytic, in milliseconds)"
     )
     add_scenario_argument(p)
     add_set_argument(p)

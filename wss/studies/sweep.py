@@ -27,6 +27,7 @@ the next run tries it again.  Bad sweep specifications raise
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -337,9 +338,13 @@ def _run_tasks(
     if executor == "process":
         # spawn: safe beside threads (Jupyter, Dask) and the same on every OS; workers start on demand
         n = workers or os.cpu_count() or 1
-        pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+        pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                      initializer=_end_with_parent, initargs=(os.getpid(),))
         try:
             _submit_all(pool, tasks, fidelity, source, on_done, max_in_flight=n)
+        except BaseException:  # Ctrl-C, SIGTERM (raised as an exception by the CLI) or an error: stop now
+            _terminate_workers(pool)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         return
@@ -351,6 +356,39 @@ def _run_tasks(
             close()
         return
     _submit_all(executor, tasks, fidelity, source, on_done)
+
+
+#: Seconds between a pool worker's checks that the process that started it is still there.
+PARENT_POLL_S = 0.25
+
+
+def _end_with_parent(parent: int) -> None:
+    """Pool worker initializer: end this worker as soon as the sweep's process is gone.
+
+    A parent killed with SIGKILL (or crashing) cannot stop its workers, and a worker left behind keeps
+    the caller's stdout open and the multiprocessing resource tracker alive.  A daemon thread watches
+    the parent's pid (a reparented worker sees another one) and exits the worker.  Ctrl-C in a terminal
+    reaches the whole process group: the workers ignore it, and the parent, which handles it, ends them.
+    """
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="wss-end-with-parent", daemon=True).start()
+
+
+def _terminate_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """End a local pool's workers now instead of waiting for the points they are running."""
+    processes = getattr(pool, "_processes", None) or {}  # concurrent.futures keeps them here (3.11-3.13)
+    for proc in list(processes.values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
 
 
 def _submit_all(

@@ -14,7 +14,28 @@ from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from wss.model.scenario.base import Fraction, Frozen, NonNegFloat, PosFloat, PosInt, UnitFraction
+from wss.model.scenario.base import (
+    BANDWIDTH,
+    BUFFER,
+    CAPACITY,
+    EFFICIENCY,
+    IDLE_POWER,
+    LATENCY,
+    OVERHEAD,
+    POWER,
+    Flag,
+    Fraction,
+    Frozen,
+    Integer,
+    Range,
+    Real,
+    bounded,
+)
+
+#: Rows or columns of a wafer's core grid (a 300 mm wafer holds about a thousand of each).
+GRID = Range(1, 10_000)
+#: Cycles of a fixed per-hop or per-feature cost.
+CYCLES = Range(0, 1e6, "cycles")
 
 __all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "RuntimeConfig", "HardwareConfig"]
 
@@ -23,48 +44,61 @@ class WaferConfig(Frozen):
     """One wafer-scale engine in its system (a CS-2 or CS-3)."""
 
     name: str = Field("wafer", description="Label of this wafer model, e.g. 'wse2'.")
-    core_rows: PosInt = Field(description="Rows of the processing-element grid (features map to rows).")
-    core_cols: PosInt = Field(description="Columns of the processing-element grid (tokens map to columns).")
-    sram_per_core_bytes: PosInt = Field(description="SRAM per core in bytes.")
+    core_rows: Integer = bounded(description="Rows of the processing-element grid (features map to rows).", within=GRID)
+    core_cols: Integer = bounded(
+        description="Columns of the processing-element grid (tokens map to columns).", within=GRID
+    )
+    sram_per_core_bytes: Integer = bounded(description="SRAM per core in bytes.", within=Range(1, 2**30, "bytes"))
     sram_reserved_fraction: Fraction = Field(
         0.25,
         description="Fraction of SRAM kept for code, stream buffers and scratch (an assumption), "
-        "not available to stored activations.",
+        "not available to stored activations, in [0, 1).",
     )
-    clock_Hz: PosFloat = Field(description="Core clock in Hz.")
-    simd_width: PosInt = Field(
-        description="FP16 FMAC lanes per core: an AXPY of n elements takes ceil(n / simd_width) cycles."
+    clock_Hz: Real = bounded(description="Core clock in Hz.", within=Range(1e6, 1e11, "Hz"))
+    simd_width: Integer = bounded(
+        description="FP16 FMAC lanes per core: an AXPY of n elements takes ceil(n / simd_width) cycles.",
+        within=Range(1, 1024),
     )
-    hop_latency_cycles: NonNegFloat = Field(description="Cycles per mesh hop (router pipeline included).")
-    io_bandwidth_Bps: PosFloat = Field(description="External I/O bandwidth in bytes/s, each direction.")
-    ingress_buffer_bytes: PosInt = Field(
+    hop_latency_cycles: Real = bounded(description="Cycles per mesh hop (router pipeline included).", within=CYCLES)
+    io_bandwidth_Bps: Real = bounded(description="External I/O bandwidth in bytes/s, each direction.", within=BANDWIDTH)
+    ingress_buffer_bytes: Integer = bounded(
         134217728,
         description="The wafer's ingress buffer for streamed weights, bytes (part of the reserved SRAM): how far "
         "the stream can run ahead of the kernel being computed.",
+        within=BUFFER,
     )
-    partial_sum_ring_wavelets_per_cycle: PosFloat = Field(
+    partial_sum_ring_wavelets_per_cycle: Real = bounded(
         1.0,
+        within=Range(1e-3, 1e9),
+        why="the top is an idealised ring that never binds",
         description="Partial sums the column's partial-sum ring moves per cycle on each link (one 32-bit wavelet "
         "per link per cycle; partial sums are fp32). Bounds a kernel at out_features x tokens-per-core cycles.",
     )
-    partial_sum_overhead_cycles: NonNegFloat = Field(
-        4.0, description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4)."
+    partial_sum_overhead_cycles: Real = bounded(
+        4.0,
+        description="Cycles per output feature on every engine row for the partial-sum hand-off (blog: 4).",
+        within=CYCLES,
     )
-    kernel_efficiency: UnitFraction = Field(
+    kernel_efficiency: Real = bounded(
         1.0,
+        within=EFFICIENCY,
         description="Achieved fraction of the cycle model's ideal on weight kernels: their cycles are divided by "
         "it (1.0 = the blog's AXPY schedule with nothing else in the way).",
     )
-    nonweight_efficiency: UnitFraction = Field(
-        0.5, description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...)."
+    nonweight_efficiency: Real = bounded(
+        0.5,
+        description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...).",
+        within=EFFICIENCY,
     )
-    power_busy_W: PosFloat | None = Field(
+    power_busy_W: Real | None = bounded(
         None,
+        within=POWER,
         description="Electrical power of one CS-X system while it is busy, in watts (the whole "
         "system: wafer, power supplies, cooling, I/O). None: not given, and the Result carries no energy.",
     )
-    power_idle_W: NonNegFloat | None = Field(
+    power_idle_W: Real | None = bounded(
         None,
+        within=IDLE_POWER,
         description="Electrical power of one CS-X system while it is idle or waiting, in watts. "
         "None: the same as power_busy_W (no source gives an idle figure).",
     )
@@ -92,27 +126,38 @@ class MemoryXConfig(Frozen):
     """MemoryX: sharded weight and optimizer-state store with an optimizer coprocessor per shard."""
 
     name: str = Field("memoryx", description="Label of this MemoryX configuration.")
-    shards: PosInt = Field(description="MemoryX nodes; every kernel's weights are split evenly across them.")
-    dram_capacity_bytes: NonNegFloat = Field(description="DRAM per shard in bytes.")
-    dram_bandwidth_Bps: PosFloat = Field(description="DRAM bandwidth per shard in bytes/s.")
-    flash_capacity_bytes: NonNegFloat = Field(0.0, description="Flash per shard in bytes.")
-    flash_read_bandwidth_Bps: PosFloat = Field(description="Flash read bandwidth per shard in bytes/s.")
-    flash_write_bandwidth_Bps: PosFloat = Field(description="Flash write bandwidth per shard in bytes/s.")
-    network_bandwidth_Bps: PosFloat = Field(
-        description="Network bandwidth per shard toward SwarmX, bytes/s each direction."
+    shards: Integer = bounded(
+        description="MemoryX nodes; every kernel's weights are split evenly across them.", within=Range(1, 10_000)
     )
-    optimizer_flops: PosFloat = Field(description="Optimizer coprocessor FLOP/s per shard.")
-    prefetch_buffer_fraction: UnitFraction = Field(
+    dram_capacity_bytes: Real = bounded(description="DRAM per shard in bytes.", within=CAPACITY)
+    dram_bandwidth_Bps: Real = bounded(description="DRAM bandwidth per shard in bytes/s.", within=BANDWIDTH)
+    flash_capacity_bytes: Real = bounded(0.0, description="Flash per shard in bytes.", within=CAPACITY)
+    flash_read_bandwidth_Bps: Real = bounded(
+        description="Flash read bandwidth per shard in bytes/s.", within=BANDWIDTH
+    )
+    flash_write_bandwidth_Bps: Real = bounded(
+        description="Flash write bandwidth per shard in bytes/s.", within=BANDWIDTH
+    )
+    network_bandwidth_Bps: Real = bounded(
+        description="Network bandwidth per shard toward SwarmX, bytes/s each direction.", within=BANDWIDTH
+    )
+    optimizer_flops: Real = bounded(
+        description="Optimizer coprocessor FLOP/s per shard.", within=Range(1e3, 1e21, "FLOP/s")
+    )
+    prefetch_buffer_fraction: Real = bounded(
         0.25,
+        within=EFFICIENCY,
         description="Fraction of DRAM kept as the staging buffer for flash prefetch when the model spills to flash.",
     )
-    power_busy_W: PosFloat | None = Field(
+    power_busy_W: Real | None = bounded(
         None,
+        within=POWER,
         description="Electrical power of one MemoryX node (shard) while it is busy, in watts "
         "(per node, never the total). None: not given, and the Result carries no energy.",
     )
-    power_idle_W: NonNegFloat | None = Field(
+    power_idle_W: Real | None = bounded(
         None,
+        within=IDLE_POWER,
         description="Electrical power of one MemoryX node (shard) while it is idle or waiting, in watts. "
         "None: the same as power_busy_W (no source gives an idle figure).",
     )
@@ -134,21 +179,26 @@ class SwarmXConfig(Frozen):
     """SwarmX: broadcast/reduce tree between MemoryX and the wafers."""
 
     name: str = Field("swarmx", description="Label of this SwarmX configuration.")
-    fan_out: int = Field(ge=2, description="Children per SwarmX node.")
-    link_bandwidth_Bps: PosFloat = Field(description="Bandwidth of one tree edge, bytes/s each direction.")
-    hop_latency_s: NonNegFloat = Field(description="Latency added by one SwarmX hop, in seconds.")
-    port_buffer_bytes: PosInt = Field(
+    fan_out: Integer = bounded(description="Children per SwarmX node.", within=Range(2, 1024))
+    link_bandwidth_Bps: Real = bounded(
+        description="Bandwidth of one tree edge, bytes/s each direction.", within=BANDWIDTH
+    )
+    hop_latency_s: Real = bounded(description="Latency added by one SwarmX hop, in seconds.", within=LATENCY)
+    port_buffer_bytes: Integer = bounded(
         134217728,
+        within=BUFFER,
         description="Buffer in front of each SwarmX link (a node's port, and the root's port toward MemoryX), "
         "bytes: how much of the stream can wait there (credit flow control).",
     )
-    power_busy_W: PosFloat | None = Field(
+    power_busy_W: Real | None = bounded(
         None,
+        within=POWER,
         description="Electrical power of one SwarmX node while it is busy, in watts "
         "(per node, never the total). None: not given, and the Result carries no energy.",
     )
-    power_idle_W: NonNegFloat | None = Field(
+    power_idle_W: Real | None = bounded(
         None,
+        within=IDLE_POWER,
         description="Electrical power of one SwarmX node while it is idle or waiting, in watts. "
         "None: the same as power_busy_W (no source gives an idle figure).",
     )
@@ -175,10 +225,11 @@ class SwarmXConfig(Frozen):
 class InputsConfig(Frozen):
     """Input workers: stream each wafer's data shard."""
 
-    bandwidth_Bps: PosFloat = Field(description="Input-worker bandwidth into one wafer, bytes/s.")
-    latency_s: NonNegFloat = Field(0.0, description="Latency of one input transfer, seconds.")
-    samples_per_s: PosFloat | None = Field(
+    bandwidth_Bps: Real = bounded(description="Input-worker bandwidth into one wafer, bytes/s.", within=BANDWIDTH)
+    latency_s: Real = bounded(0.0, description="Latency of one input transfer, seconds.", within=LATENCY)
+    samples_per_s: Real | None = bounded(
         None,
+        within=Range(1e-3, 1e12, "samples/s"),
         description="Samples per second the input workers can prepare for one wafer (reading, decoding, "
         "tokenising, masking), or null for no limit beyond bandwidth_Bps.",
     )
@@ -200,16 +251,19 @@ class RuntimeConfig(Frozen):
     """
 
     name: str = Field("runtime", description="Label of this runtime configuration.")
-    kernel_switch_s: NonNegFloat = Field(
+    kernel_switch_s: Real = bounded(
         0.0,
+        within=OVERHEAD,
         description="Wafer time per pass of a weight kernel (forward, recompute or backward) to switch the "
         "wafer to it: load its program and routes, start its pipeline. MemoryX keeps streaming meanwhile.",
     )
-    micro_batch_overhead_s: NonNegFloat = Field(
-        0.0, description="Wafer time at the start of every micro-batch (runtime synchronisation), seconds."
+    micro_batch_overhead_s: Real = bounded(
+        0.0, description="Wafer time at the start of every micro-batch (runtime synchronisation), seconds.",
+        within=OVERHEAD,
     )
-    step_overhead_s: NonNegFloat = Field(
+    step_overhead_s: Real = bounded(
         0.0,
+        within=OVERHEAD,
         description="Wafer time at the start of every step (host and runtime synchronisation, loss and metric "
         "reporting), seconds.",
     )
@@ -224,7 +278,12 @@ class HardwareConfig(Frozen):
     """The whole cluster."""
 
     preset: str | None = Field(None, description="Name of the cluster preset this was built from (informational).")
-    wafers: PosInt = Field(1, description="Number of CS-X systems (wafers) training data-parallel.")
+    wafers: Integer = bounded(
+        1,
+        description="Number of CS-X systems (wafers) training data-parallel; at most the largest published cluster "
+        "of the wafer's system unless allow_beyond_published_limits.",
+        within=Range(1, 100_000),
+    )
     wafer: WaferConfig
     memoryx: MemoryXConfig
     swarmx: SwarmXConfig
@@ -233,7 +292,7 @@ class HardwareConfig(Frozen):
         default_factory=RuntimeConfig,
         description="Fixed costs per kernel pass, micro-batch and step (omitted: none, an ideal runtime).",
     )
-    allow_beyond_published_limits: bool = Field(
+    allow_beyond_published_limits: Flag = Field(
         False,
         description="What-if studies only: accept more wafers than the largest published cluster of this "
         "wafer's system (max_cluster_wafers in the wafer's preset under configs/wafer). The run's summary says "

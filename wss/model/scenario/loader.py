@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from wss.errors import FieldProblem, ScenarioError
+from wss.errors import FieldProblem, ScenarioError, quote, shorten
 from wss.model.scenario.faults import fault_problems
+from wss.model.scenario.limits import work_checks
 from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.validation_errors import closest, field_paths, key_types, problems_from_errors
-from wss.model.scenario.yaml_io import line_map, safe_load_text
+from wss.model.scenario.yaml_io import LIMITS, check_shape, line_map, safe_load_text
 
 __all__ = [
     "load_scenario",
@@ -96,31 +98,12 @@ def load_scenario(
     ScenarioError
         Naming the file, the field path and line, and what is wrong.
     """
-    lines: dict[tuple[str, ...], int] = {}
-    if isinstance(source, Scenario):
-        if not overrides:
-            return source
-        label, raw = f"<scenario {source.name}>", source.model_dump(mode="json")
-    elif isinstance(source, Mapping):
-        label, raw = "<dict>", copy.deepcopy(dict(source))
-    else:
-        path = Path(source)
-        label = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ScenarioError(label, [FieldProblem("", "no such file")]) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScenarioError(label, [FieldProblem("", f"cannot read: {exc}")]) from None
-        raw = safe_load_text(text, label)
-        lines = line_map(text)
+    label, raw, lines = _read_source(source, bool(overrides))
+    if isinstance(raw, Scenario):
+        return raw
     if not isinstance(raw, dict):
         raise ScenarioError(label, [FieldProblem("", f"a scenario is a mapping, got {type(raw).__name__}")])
-
-    pairs: list[tuple[str, Any]] = []
-    if overrides:
-        items = overrides.items() if isinstance(overrides, Mapping) else (parse_override(o, label) for o in overrides)
-        pairs = list(items)
+    pairs = _override_pairs(overrides, label)
     # Overrides that choose a preset apply first; the rest apply to the resolved mapping, so they can
     # reach into a preset (e.g. workload.model.layers.2.sparsity on a preset model).
     selectors = [(k, v) for k, v in pairs if _selects_preset(k, v)]
@@ -143,6 +126,54 @@ def load_scenario(
     return scenario
 
 
+def _read_source(source: Any, overridden: bool) -> tuple[str, Any, dict[tuple[str, ...], int]]:
+    """The label, raw mapping and line map of a scenario source (the Scenario itself when nothing overrides it)."""
+    if isinstance(source, Scenario):
+        if not overridden:
+            return "", source, {}
+        return f"<scenario {source.name}>", source.model_dump(mode="json"), {}
+    if isinstance(source, Mapping):
+        check_shape(source, "<dict>")
+        return "<dict>", copy.deepcopy(dict(source)), {}
+    if not isinstance(source, (str, os.PathLike)):
+        problem = f"a scenario is a YAML file path, a mapping or a Scenario, got {type(source).__name__}"
+        raise ScenarioError("<scenario>", [FieldProblem("", problem)])
+    path = Path(source)
+    label = str(path)
+    try:
+        if path.stat().st_size > LIMITS.text_bytes:
+            raise ScenarioError(label, [FieldProblem("", "larger than 8 MB; a scenario is a small text file")])
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(label, [FieldProblem("", "no such file")]) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a path with a NUL byte
+        raise ScenarioError(label, [FieldProblem("", f"cannot read: {shorten(str(exc))}")]) from None
+    return label, safe_load_text(text, label), line_map(text)
+
+
+def _override_pairs(overrides: Any, label: str) -> list[tuple[str, Any]]:
+    """``(dotted key, value)`` pairs of the overrides; a key that is not a dotted name is a ScenarioError."""
+    if not overrides:
+        return []
+    if isinstance(overrides, Mapping):
+        pairs = list(overrides.items())
+    elif isinstance(overrides, (str, bytes)) or not isinstance(overrides, (list, tuple)):
+        problem = f"overrides are a list of 'dotted.key=value' strings or a mapping, got {type(overrides).__name__}"
+        raise ScenarioError(label, [FieldProblem("", problem)])
+    else:
+        for item in overrides:
+            if not isinstance(item, str):
+                problem = f"an override is a 'dotted.key=value' string, got {quote(item)}"
+                raise ScenarioError(label, [FieldProblem("", problem)])
+        pairs = [parse_override(o, label) for o in overrides]
+    for key, value in pairs:
+        if not isinstance(key, str) or not key or any(not part for part in key.split(".")):
+            problem = f"an override key is a dotted field name such as 'hardware.wafers', got {quote(key)}"
+            raise ScenarioError(label, [FieldProblem("", problem)])
+        check_shape(value, f"{label} (--set {shorten(key)})")
+    return pairs
+
+
 def _preset_owner(key: str) -> str:
     """The mapping a preset selector chooses: 'hardware.memoryx.preset' -> 'hardware.memoryx'."""
     return key[: -len(".preset")] if key.endswith(".preset") else key
@@ -162,8 +193,8 @@ def parse_override(text: str, label: str = "--set") -> tuple[str, Any]:
     """Split ``dotted.key=value``; the value is read as a YAML scalar or flow collection."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ScenarioError(label, [FieldProblem(text, "an override must look like dotted.key=value")])
-    return key.strip(), safe_load_text(value, f"{label} (--set {key.strip()})")
+        raise ScenarioError(label, [FieldProblem(shorten(text), "an override must look like dotted.key=value")])
+    return key.strip(), safe_load_text(value, f"{label} (--set {shorten(key.strip())})")
 
 
 def key_problem(key: str, values: Sequence[Any] = ()) -> str | None:
@@ -315,7 +346,7 @@ def _with_line(
     """Attach the YAML line of the field, or say it came from an override."""
     for key in overridden:
         if problem.path == key or problem.path.startswith(key + "."):
-            return FieldProblem(problem.path, f"{problem.message} [from --set {key}]")
+            return FieldProblem(problem.path, f"{problem.message} [from --set {shorten(key)}]")
     parts = tuple(problem.path.split(".")) if problem.path else ()
     while parts and parts not in lines:
         parts = parts[:-1]
@@ -358,7 +389,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
         problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
     elif s.numerics.enabled:
         problems += _numerics_activation_checks(model.layers)
-    return problems
+    return problems + work_checks(s)
 
 
 def _cluster_limit_checks(s: Scenario) -> list[FieldProblem]:

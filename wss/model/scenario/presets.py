@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from wss.errors import quote
+
 __all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
 
 PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime")
@@ -32,7 +34,7 @@ class PresetNotFound(KeyError):
         self.kind, self.name, self.known = kind, name, known
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        super().__init__(f"unknown {kind} preset {name!r}{hint}; known: {', '.join(known) or '(none)'}")
+        super().__init__(f"unknown {kind} preset {quote(name)}{hint}; known: {', '.join(known) or '(none)'}")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]

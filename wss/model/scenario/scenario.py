@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from wss.model.scenario.base import Frozen
+from wss.model.scenario.base import Frozen, Integer, Range, bounded
 from wss.model.scenario.faults import FaultsConfig
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.training import NumericsConfig, SimulationConfig, TrainingConfig
@@ -25,7 +25,7 @@ class Scenario(Frozen):
     training: TrainingConfig
     simulation: SimulationConfig = Field(default_factory=SimulationConfig)
     numerics: NumericsConfig = Field(default_factory=NumericsConfig)
-    seed: int = Field(0, ge=0, description="Seed of every random choice (masks, data).")
+    seed: Integer = bounded(0, description="Seed of every random choice (masks, data).", within=Range(0, 1e18))
     faults: FaultsConfig = Field(
         default_factory=FaultsConfig,
         description="Stragglers and degraded SwarmX edges (docs/unfolded.md); a scenario with faults runs unfolded.",

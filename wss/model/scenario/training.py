@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from wss.model.scenario.base import Frozen, PosFloat, PosInt
+from wss.model.scenario.base import WIDTH, Flag, Fraction, Frozen, Integer, Range, Real, bounded
+
+#: The most samples in one step across all wafers.
+MAX_GLOBAL_BATCH = 1_000_000
+#: A micro-batch size given as a number (what the micro_batch field accepts besides 'auto').
+MicroBatch = Annotated[Integer, Field(ge=1, le=MAX_GLOBAL_BATCH)]
 
 __all__ = ["TrainingConfig", "SimulationConfig", "NumericsConfig", "Precision", "PRECISION_BYTES"]
 
@@ -17,18 +22,21 @@ PRECISION_BYTES: dict[str, int] = {"fp16": 2, "bf16": 2, "fp32": 4}
 class TrainingConfig(Frozen):
     """How the model is trained."""
 
-    global_batch: PosInt = Field(description="Samples (sequences) per step across all wafers.")
-    seq_len: PosInt | None = Field(
+    global_batch: Integer = bounded(
+        description="Samples (sequences) per step across all wafers.", within=Range(1, MAX_GLOBAL_BATCH, "samples")
+    )
+    seq_len: Integer | None = bounded(
         None,
+        within=WIDTH,
         description="Tokens per sample for token models (default: the model's); at most the model's learned "
         "position table (embedding max_positions). Not allowed for feature models.",
     )
-    micro_batch: PosInt | Literal["auto"] = Field(
+    micro_batch: MicroBatch | Literal["auto"] = Field(
         "auto",
         description="Largest samples per micro-batch on one wafer; 'auto' = the split with the smallest analytic "
-        "step time among those that fit SRAM (wss plan shows them). At most the per-wafer batch (global_batch / "
-        "wafers, rounded up). A wafer's samples run as the fewest micro-batches of at most this size, cut evenly "
-        "(sizes differ by at most one: 65 at 16 runs as 13 x 5). "
+        "step time among those that fit SRAM (wss plan shows them); else a number from 1 to 1,000,000, at most the "
+        "per-wafer batch (global_batch / wafers, rounded up). A wafer's samples run as the fewest micro-batches of "
+        "at most this size, cut evenly (sizes differ by at most one: 65 at 16 runs as 13 x 5). "
         "Gradients accumulate in MemoryX over a wafer's micro-batches.",
     )
     optimizer: Literal["sgd", "momentum", "adam", "adamw", "lamb"] = Field(
@@ -38,8 +46,12 @@ class TrainingConfig(Frozen):
     weight_precision: Precision = Field("fp16", description="Precision of weights streamed to the wafers.")
     gradient_precision: Precision = Field("fp16", description="Precision of gradients streamed back.")
     activation_precision: Precision = Field("fp16", description="Precision of activations held in wafer SRAM.")
-    steps: PosInt = Field(1, description="Training steps to simulate.")
-    retain_output_layer: bool = Field(
+    steps: Integer = bounded(
+        1,
+        description="Training steps to simulate; the run as a whole has a work bound too (docs/limits.md).",
+        within=Range(1, 100_000),
+    )
+    retain_output_layer: Flag = Field(
         False, description="Keep the output layer's weights on the wafer between its forward and backward pass."
     )
     activation_checkpointing: Literal["auto", "none", "blocks", "offload"] = Field(
@@ -65,13 +77,17 @@ class SimulationConfig(Frozen):
             )
         return data
 
-    chunk_bytes: PosFloat = Field(
-        64 * 2**20, description="Target size of one streamed chunk of weights or gradients, bytes."
+    chunk_bytes: Real = bounded(
+        64 * 2**20,
+        description="Target size of one streamed chunk of weights or gradients, bytes.",
+        within=Range(1024, 1e12, "bytes"),
     )
-    max_chunks_per_kernel: PosInt = Field(
-        8, description="Upper bound on chunks per kernel pass (bounds event count for huge kernels)."
+    max_chunks_per_kernel: Integer = bounded(
+        8,
+        description="Upper bound on chunks per kernel pass (bounds event count for huge kernels).",
+        within=Range(1, 1024),
     )
-    fold_micro_batches: bool = Field(
+    fold_micro_batches: Flag = Field(
         True,
         description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
         "for the identical ones in between (checked for periodicity; falls back to simulating all).",
@@ -101,13 +117,15 @@ class NumericsConfig(Frozen):
     ``gradient_precision`` and ``activation_precision`` shape the timing (bytes, SRAM) only.
     """
 
-    enabled: bool = Field(False, description="Train the model for real with the numpy sparse kernels.")
+    enabled: Flag = Field(False, description="Train the model for real with the numpy sparse kernels.")
     dataset: Literal["teacher", "gaussian_mixture"] = Field("teacher", description="Generated learnable data set.")
-    learning_rate: PosFloat = Field(1e-3, description="Optimizer learning rate.")
-    momentum: float = Field(0.9, ge=0, lt=1, description="Momentum (momentum optimizer).")
-    weight_decay: float = Field(
+    learning_rate: Real = bounded(
+        1e-3, description="Optimizer learning rate.", within=Range(0.0, 100.0, open_low=True)
+    )
+    momentum: Fraction = Field(0.9, description="Momentum (momentum optimizer), in [0, 1).")
+    weight_decay: Real = bounded(
         0.0,
-        ge=0,
         description="Weight decay: decoupled for AdamW and LAMB, coupled L2 (added to the gradient) for the others.",
+        within=Range(0.0, 1.0),
     )
     prune: Literal["random", "magnitude"] = Field("random", description="How the fixed sparsity mask is chosen.")

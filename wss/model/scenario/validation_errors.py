@@ -37,7 +37,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
-from wss.errors import FieldProblem
+from wss.errors import FieldProblem, quote
+from wss.model.scenario.base import format_bound
 
 __all__ = ["problems_from_errors", "closest", "did_you_mean", "field_paths", "key_types"]
 
@@ -200,6 +201,8 @@ def _describe(tp: Any) -> str:
         return f"a positive {noun}"
     if bounds == {"ge": 0}:
         return f"a non-negative {noun}"
+    if set(bounds) == {"ge", "le"}:
+        return f"{article} {noun} from {format_bound(bounds['ge'])} to {format_bound(bounds['le'])}"
     words = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
     limits = " and ".join(f"{words[k]} {v}" for k, v in bounds.items())
     return f"{article} {noun}" + (f" {limits}" if limits else "")
@@ -252,11 +255,27 @@ def _merge(located: list[_Located]) -> list[FieldProblem]:
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return repr(value)
+    return quote(value)
+
+
+#: Pydantic's range errors, reworded: "must be at most 1e11, got 1e+300".
+_RANGE_WORDS = {
+    "greater_than_equal": ("at least", "ge"),
+    "greater_than": ("more than", "gt"),
+    "less_than_equal": ("at most", "le"),
+    "less_than": ("less than", "lt"),
+}
+
+
+def _range_message(kind: str, ctx: dict[str, Any], value: Any) -> str | None:
+    """The message of a value out of its range, or None if ``kind`` is not a range error."""
+    if kind not in _RANGE_WORDS:
+        return None
+    words, key = _RANGE_WORDS[kind]
+    bound = ctx.get(key)
+    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+        return None
+    return f"must be {words} {format_bound(bound)}, got {quote(value)}"
 
 
 def _problem(item: _Located) -> FieldProblem:
@@ -268,11 +287,14 @@ def _problem(item: _Located) -> FieldProblem:
         expected = ctx.get("expected_tags") or _expected_tags(item, field)
         path.append(field)
         if kind == "union_tag_invalid":
-            message = f"unknown {field} {ctx.get('tag')!r}; expected one of {expected}"
+            message = f"unknown {field} {quote(ctx.get('tag'))}; expected one of {expected}"
         else:
             message = "required field is missing" + (f"; one of {expected}" if expected else "")
         return FieldProblem(".".join(path), message)
     message = _MESSAGES.get(kind, err["msg"])
+    ranged = _range_message(kind, ctx, err.get("input"))
+    if ranged is not None:
+        return FieldProblem(".".join(path), ranged)
     if kind == "extra_forbidden" and path and _is_model(item.parent):
         message += did_you_mean(path[-1], item.parent.model_fields)
     if kind.startswith(("value_error", "assertion_error")):
@@ -283,7 +305,7 @@ def _problem(item: _Located) -> FieldProblem:
             path += match.group(1).split(".")
             message = match.group(2)
     elif "input" in err and kind not in _MESSAGES and not isinstance(err["input"], (dict, list)):
-        message = f"{message} (got {err['input']!r})"
+        message = f"{message} (got {quote(err['input'])})"
     return FieldProblem(".".join(path), message)
 
 

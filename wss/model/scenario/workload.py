@@ -48,7 +48,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from wss.model.scenario.base import Fraction, Frozen, PosInt
+from wss.model.scenario.base import WIDTH, Flag, Fraction, Frozen, Integer, Range, bounded
+
+#: The most layers a model may have, repeats included: planning and simulating cost grow with them.
+MAX_LAYERS = 10_000
 
 __all__ = [
     "BLOCK_ROLES",
@@ -75,14 +78,14 @@ WORKLOAD_ROLES = (*BLOCK_ROLES, "embedding", "output_head")
 
 
 def _role(description: str) -> Any:
-    return Field(None, description=f"Weight sparsity of {description} (default: this mapping's default).")
+    return Field(None, description=f"Weight sparsity of {description} (default: this mapping's default), in [0, 1).")
 
 
 class BlockSparsity(Frozen):
     """Weight sparsity of a transformer block's streamed matmuls by role; a role not given takes ``default``."""
 
     default: Fraction | None = Field(
-        None, description="Sparsity of the roles not given (default: the workload's sparsity for each role)."
+        None, description="Sparsity of the roles not given (default: the workload's sparsity for each role), in [0, 1)."
     )
     qkv: Fraction | None = _role("the query, key and value projection (d_model -> 3 n_heads d_head)")
     attn_out: Fraction | None = _role("the attention output projection (n_heads d_head -> d_model)")
@@ -100,7 +103,7 @@ class WorkloadSparsity(BlockSparsity):
     """Default weight sparsity by role, for every layer that does not set its own."""
 
     default: Fraction | None = Field(
-        None, description="Sparsity of every streamed kernel whose role is not given (default 0: dense)."
+        None, description="Sparsity of every streamed kernel whose role is not given (default 0: dense), in [0, 1)."
     )
     embedding: Fraction | None = _role("every embedding table (tokens and learned positions)")
     output_head: Fraction | None = _role(
@@ -138,9 +141,13 @@ class _LayerBase(Frozen):
     _roles: ClassVar[tuple[str, ...]] = ()
 
     name: str | None = Field(None, description="Layer name used in records (default: kind and index).")
-    repeat: PosInt = Field(1, description="Repeat this layer this many times in sequence.")
+    repeat: Integer = bounded(
+        1,
+        description="Repeat this layer this many times in sequence; a model has at most 10,000 layers in all.",
+        within=Range(1, MAX_LAYERS),
+    )
     sparsity: Fraction | BlockSparsity | None = Field(
-        None, description="Weight sparsity of this layer's streamed kernels (default: workload.sparsity)."
+        None, description="Weight sparsity of this layer's streamed kernels (default: workload.sparsity), in [0, 1)."
     )
 
     @model_validator(mode="before")
@@ -155,10 +162,10 @@ class DenseLayer(_LayerBase):
 
     kind: Literal["dense"]
     sparsity: Fraction | None = Field(
-        None, description="Weight sparsity of this layer's kernel (default: workload.sparsity's default)."
+        None, description="Weight sparsity of this layer's kernel (default: workload.sparsity's default), in [0, 1)."
     )
-    in_features: PosInt = Field(description="Input features K.")
-    out_features: PosInt = Field(description="Output features M.")
+    in_features: Integer = bounded(description="Input features K.", within=WIDTH)
+    out_features: Integer = bounded(description="Output features M.", within=WIDTH)
     activation: Literal["relu", "gelu", "tanh", "none"] = Field(
         "relu", description="Elementwise activation after the matmul."
     )
@@ -171,11 +178,13 @@ class EmbeddingLayer(_LayerBase):
     sparsity: Fraction | None = Field(
         None,
         description="Weight sparsity of this layer's tables (default: workload.sparsity's embedding role, "
-        "else its default).",
+        "else its default), in [0, 1).",
     )
-    vocab_size: PosInt = Field(description="Rows of the embedding table.")
-    d_model: PosInt = Field(description="Embedding width.")
-    max_positions: int = Field(0, ge=0, description="Rows of a learned position table (0: none).")
+    vocab_size: Integer = bounded(description="Rows of the embedding table.", within=WIDTH)
+    d_model: Integer = bounded(description="Embedding width.", within=WIDTH)
+    max_positions: Integer = bounded(
+        0, description="Rows of a learned position table (0: none).", within=Range(0, WIDTH.high)
+    )
 
 
 class TransformerBlock(_LayerBase):
@@ -187,13 +196,14 @@ class TransformerBlock(_LayerBase):
     sparsity: Fraction | BlockSparsity | None = Field(
         None,
         description="Weight sparsity of the block's four matmuls: one number for all, or a mapping by role "
-        f"({', '.join(BLOCK_ROLES)}) with an optional default for the roles not given (default: workload.sparsity).",
+        f"({', '.join(BLOCK_ROLES)}) with an optional default for the roles not given (default: workload.sparsity); "
+        "each in [0, 1).",
     )
-    d_model: PosInt = Field(description="Model width.")
-    n_heads: PosInt = Field(description="Attention heads.")
-    d_head: PosInt | None = Field(None, description="Width of one head (default d_model / n_heads).")
-    d_ff: PosInt | None = Field(None, description="FFN hidden width (default 4 d_model).")
-    causal: bool = Field(
+    d_model: Integer = bounded(description="Model width.", within=WIDTH)
+    n_heads: Integer = bounded(description="Attention heads.", within=Range(1, 100_000))
+    d_head: Integer | None = bounded(None, description="Width of one head (default d_model / n_heads).", within=WIDTH)
+    d_ff: Integer | None = bounded(None, description="FFN hidden width (default 4 d_model).", within=WIDTH)
+    causal: Flag = Field(
         False,
         description="Causal (decoder) attention: each token attends to itself and the tokens before it, so the "
         "attention scores, softmax and context count s (s + 1) / 2 query-key pairs per sequence instead of s^2. "
@@ -205,7 +215,7 @@ class TransformerBlock(_LayerBase):
         "three (gate and up d_model -> d_ff, down d_ff -> d_model) with SiLU(gate) * up between (Shazeer 2020; "
         "Llama). The gate's sparsity role is ffn_gate.",
     )
-    parallel: bool = Field(
+    parallel: Flag = Field(
         False,
         description="Parallel attention and FFN (GPT-J, GPT-NeoX): both read the same normalised input and their "
         "outputs are added to the residual together, so the block has one layer norm instead of two. Same weights.",
@@ -246,10 +256,13 @@ class Pooler(_LayerBase):
 
     kind: Literal["pooler"]
     sparsity: Fraction | None = Field(
-        None, description="Weight sparsity of the pooler's two kernels (default: workload.sparsity's default)."
+        None,
+        description="Weight sparsity of the pooler's two kernels (default: workload.sparsity's default), in [0, 1).",
     )
-    d_model: PosInt = Field(description="Input width (the pooled [CLS] vector).")
-    classes: PosInt = Field(2, description="Classes of the sentence-level head (next-sentence prediction: 2).")
+    d_model: Integer = bounded(description="Input width (the pooled [CLS] vector).", within=WIDTH)
+    classes: Integer = bounded(
+        2, description="Classes of the sentence-level head (next-sentence prediction: 2).", within=WIDTH
+    )
 
 
 class OutputHead(_LayerBase):
@@ -259,16 +272,17 @@ class OutputHead(_LayerBase):
     sparsity: Fraction | None = Field(
         None,
         description="Weight sparsity of the projection (default: workload.sparsity's output_head role, else its "
-        "default).  Not for a tied head: it streams its embedding table's weights and mask, and takes its sparsity.",
+        "default), in [0, 1).  Not for a tied head: it streams its embedding table's weights and mask, and takes "
+        "its sparsity.",
     )
-    d_model: PosInt = Field(description="Input width.")
-    vocab_size: PosInt = Field(description="Output classes or vocabulary size.")
-    tied: bool = Field(
+    d_model: Integer = bounded(description="Input width.", within=WIDTH)
+    vocab_size: Integer = bounded(description="Output classes or vocabulary size.", within=WIDTH)
+    tied: Flag = Field(
         False,
         description="The head's weights are the token embedding table (tied): MemoryX stores and updates "
         "them once; the head still streams them and its gradient adds into the embedding's.",
     )
-    transform: bool = Field(
+    transform: Flag = Field(
         False,
         description="BERT's MLM transform before the projection: a dense d_model -> d_model, GELU and a layer "
         "norm. Its kernel is not tied; it takes this layer's sparsity, else workload.sparsity's default.",
@@ -288,7 +302,7 @@ class ModelConfig(Frozen):
     input: Literal["tokens", "features"] = Field(
         "tokens", description="'tokens': a sample is seq_len token ids; 'features': a sample is one feature vector."
     )
-    seq_len: PosInt | None = Field(None, description="Default sequence length for token models.")
+    seq_len: Integer | None = bounded(None, description="Default sequence length for token models.", within=WIDTH)
     layers: tuple[Layer, ...] = Field(min_length=1, description="Layers in forward order.")
 
     @model_validator(mode="after")
@@ -329,7 +343,8 @@ class WorkloadConfig(Frozen):
     sparsity: Fraction | WorkloadSparsity = Field(
         0.0,
         description="Weight sparsity of the streamed kernels of layers that do not set their own: one number for "
-        f"all, or a mapping by role ({', '.join(WORKLOAD_ROLES)}) with a default for the rest (default 0).",
+        f"all, or a mapping by role ({', '.join(WORKLOAD_ROLES)}) with a default for the rest (default 0); "
+        "each in [0, 1).",
     )
     mask: Literal["random"] = Field(
         "random",
