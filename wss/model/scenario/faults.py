@@ -14,7 +14,7 @@ from __future__ import annotations
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.errors import FieldProblem
-from wss.model.scenario.base import Frozen, PosFloat
+from wss.model.scenario.base import Frozen, Integer, Range, Real, bounded
 from wss.model.scenario.validation_errors import did_you_mean
 
 __all__ = ["Straggler", "LinkFault", "FaultsConfig", "fault_problems", "describe_edges"]
@@ -23,15 +23,17 @@ __all__ = ["Straggler", "LinkFault", "FaultsConfig", "fault_problems", "describe
 class Straggler(Frozen):
     """One wafer slower than the others."""
 
-    wafer: int = Field(ge=0, description="Index of the wafer, 0 to hardware.wafers - 1.")
-    slowdown: PosFloat = Field(description="Factor on the wafer's compute time (1.5: 50% slower).")
+    wafer: Integer = bounded(description="Index of the wafer, 0 to hardware.wafers - 1.", within=Range(0, 1e6))
+    slowdown: Real = bounded(description="Factor on the wafer's compute time (1.5: 50% slower).",
+                               within=Range(0.0, 1e3, open_low=True))
 
 
 class LinkFault(Frozen):
     """One SwarmX edge below its bandwidth, both directions."""
 
     edge: str = Field(description="Edge name, swarmx.l<level>.<child> (wss validate lists them).")
-    bandwidth_factor: PosFloat = Field(description="Factor on the edge's bandwidth (0.5: half rate).")
+    bandwidth_factor: Real = bounded(description="Factor on the edge's bandwidth (0.5: half rate).",
+                                       within=Range(0.0, 1e3, open_low=True))
 
 
 class FaultsConfig(Frozen):
