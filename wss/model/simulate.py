@@ -61,5 +61,16 @@ def simulate_detailed(
     try:
         cluster = run_cluster(p, record=record, progress=progress)
     except FoldMismatch:
-        cluster = run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)
+        cluster = _run_less_folded(s, profiles, p, record, progress)
     return measure(cluster, __version__, numerics), cluster
+
+
+def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
+                     progress: Callable[[float], None] | None) -> Cluster:
+    """After a fold failed its check: steps unfolded (micro-batches still folded), else nothing folded."""
+    if folded.step_fold_copies:
+        try:
+            return run_cluster(make_plan(s, profiles, fold_steps=False), record=record, progress=progress)
+        except FoldMismatch:
+            pass
+    return run_cluster(make_plan(s, profiles, fold=False), record=record, progress=progress)

@@ -22,7 +22,7 @@ __all__ = ["safe_load_text", "line_map"]
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[valid-type,misc]
+class _Loader(_Base):
     """SafeLoader (libyaml's parser when available) that also reads 1e10-style floats."""
 
 
