@@ -32,6 +32,7 @@ from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.engine import Environment
 from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
@@ -277,7 +278,7 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
-    env = simpy.Environment()
+    env = Environment()
     program = build_program(plan)
     flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
     mx = plan.scenario.hardware.memoryx
