@@ -18,7 +18,7 @@ from typing import Any
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import URGENT
+from simpy.events import EventPriority
 
 __all__ = ["Environment"]
 
@@ -52,14 +52,14 @@ class Environment(simpy.Environment):
                 self._now, _, _, event = heappop(queue)
             except IndexError:
                 raise EmptySchedule from None
-            callbacks, event.callbacks = event.callbacks, None
+            callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
             try:
                 for callback in callbacks:
                     callback(event)
             except StopSimulation:
                 # As SimPy does: keep the callbacks not yet run, and process the event again on resuming.
                 event.callbacks = callbacks[callbacks.index(callback) + 1 :]
-                self.schedule(event, URGENT - 1)
+                self.schedule(event, EventPriority(-1))
                 raise
             if not event._ok and not hasattr(event, "_defused"):
                 exc = type(event._value)(*event._value.args)

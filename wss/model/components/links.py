@@ -115,7 +115,7 @@ class ByteStore(simpy.Store):
             self.put_queue.append(event)
         return event
 
-    def get(self) -> StoreGet:  # type: ignore[override]
+    def get(self) -> StoreGet:
         """Take the oldest item: the event succeeds with it once there is one (at once if there is)."""
         if self.get_queue:
             return StoreGet(self)
