@@ -103,7 +103,7 @@ class ByteStore(simpy.Store):
         env = self._env
         event = StorePut.__new__(StorePut)
         event.env, event.item, event.resource, event.proc = env, item, self, env._active_proc
-        event.callbacks = [self._trigger_get]
+        event.callbacks = [self._after_put]
         need = math.ceil(item.bytes)
         if len(self.items) < MIN_CHUNKS_BUFFERED or self.level + need <= self.capacity_bytes:
             self.items.append(item)
@@ -115,6 +115,16 @@ class ByteStore(simpy.Store):
             self.put_queue.append(event)
         return event
 
+    def _after_put(self, event: StorePut) -> None:
+        """A put's callback: let waiting gets try (SimPy's ``_trigger_get``, skipped when none waits)."""
+        if self.get_queue:
+            self._trigger_get(event)
+
+    def _after_get(self, event: StoreGet) -> None:
+        """A get's callback: let waiting puts try (SimPy's ``_trigger_put``, skipped when none waits)."""
+        if self.put_queue:
+            self._trigger_put(event)
+
     def get(self) -> StoreGet:
         """Take the oldest item: the event succeeds with it once there is one (at once if there is)."""
         if self.get_queue:
@@ -122,7 +132,7 @@ class ByteStore(simpy.Store):
         env = self._env
         event = StoreGet.__new__(StoreGet)
         event.env, event.resource, event.proc = env, self, env._active_proc
-        event.callbacks = [self._trigger_put]
+        event.callbacks = [self._after_get]
         if self.items:
             item = self.items.pop(0)
             self.level -= math.ceil(item.bytes)
