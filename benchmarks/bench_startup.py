@@ -6,7 +6,8 @@ Each command is run ``N`` times as a fresh process, interleaved with the referen
 machine slows them alike; the table gives the median wall time and its ratio to two references
 measured in the same run: ``python -c pass`` (the interpreter alone) and ``python -c "import numpy"``.
 The targets are ``wss --help`` and ``wss validate`` (fc_mnist, and GPT-3 175B on 192 wafers) under
-0.3 s on a quiet machine; on a busy one, compare the ratios.  ``python -X importtime -m wss --help`` shows what is imported.
+0.3 s on a quiet machine; on a busy one, compare the ratios.  ``python -X importtime -m wss --help``
+shows what is imported.
 """
 
 from __future__ import annotations
