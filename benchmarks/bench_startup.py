@@ -5,8 +5,9 @@ Run ``python benchmarks/bench_startup.py`` from the checkout (``--repeats N``, d
 Each command is run ``N`` times as a fresh process, interleaved with the references so that a busy
 machine slows them alike; the table gives the median wall time and its ratio to two references
 measured in the same run: ``python -c pass`` (the interpreter alone) and ``python -c "import numpy"``.
-The targets are ``wss --help`` and ``wss validate scenarios/fc_mnist.yaml`` under 0.3 s on a quiet
-machine; on a busy one, compare the ratios.  ``python -X importtime -m wss --help`` shows what is imported.
+The targets are ``wss --help`` and ``wss validate`` (fc_mnist, and GPT-3 175B on 192 wafers) under
+0.3 s on a quiet machine; on a busy one, compare the ratios.  ``python -X importtime -m wss --help``
+shows what is imported.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def commands() -> dict[str, list[str]]:
         'python -c "import numpy"': [sys.executable, "-c", "import numpy"],
         "wss --help": [*wss, "--help"],
         "wss validate scenarios/fc_mnist.yaml": [*wss, "validate", str(ROOT / "scenarios" / "fc_mnist.yaml")],
+        "wss validate scenarios/gpt3_175b.yaml": [*wss, "validate", str(ROOT / "scenarios" / "gpt3_175b.yaml")],
     }
 
 

@@ -60,3 +60,12 @@ def test_cli_choices_repeat_the_studies_and_views():
 
     assert see.REPORT_GROUPS == report.GROUPS and see.REPORT_SORT_KEYS == report.SORT_KEYS
     assert sweep.EXECUTORS == studies_sweep.EXECUTORS and sweep.FIDELITIES == studies_sweep.FIDELITIES
+
+
+def test_validate_loads_neither_the_numerics_kernels_nor_simpy_processes():
+    """The planner needs the cycle model only: the numpy GEMM kernels of real numerics stay unloaded."""
+    code = (
+        "import sys\nfrom wss.cli import main\nassert main(['validate', 'scenarios/gpt3_175b.yaml']) == 0\n"
+        "assert 'wss.model.kernels.gemm' not in sys.modules and 'wss.model.kernels.sparse_format' not in sys.modules"
+    )
+    assert _loaded_after(code) == []

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from core_helpers import HUGE, deep_merge, dense_model, ideal_hardware, scenario_dict
+from core_helpers import deep_merge, dense_model, ideal_hardware, scenario_dict
 
 import wss
 from wss.cli import main

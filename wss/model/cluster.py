@@ -32,12 +32,14 @@ from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.engine import Environment
 from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.stall import run_or_explain
+from wss.model.step_fold import StepsFold, Unfolding, analyse_steps
 
 __all__ = [
     "Cluster",
@@ -71,6 +73,7 @@ class Cluster:
     events: int = 0
     snapshots: dict = field(default_factory=dict)
     fold: Fold | None = None
+    step_fold: StepsFold | None = None
 
     def links(self) -> list[Link]:
         extra = [self.offload_in] if self.offload_in is not None else []
@@ -129,8 +132,12 @@ class Cluster:
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        value = self.counters()[counter]
-        return value + (self.fold.extra(counter) if self.fold is not None else 0.0)
+        value = self.counters()[counter] + (self.fold.extra(counter) if self.fold is not None else 0.0)
+        return value + self.step_fold.extra(counter) if self.step_fold is not None else value
+
+    def unfolding(self) -> Unfolding:
+        """The maps from the simulated axis to the unfolded one (micro-batches and steps)."""
+        return Unfolding(self.fold, self.step_fold)
 
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
@@ -201,7 +208,7 @@ def input_settings(plan: Plan) -> InputSettings:
         bytes_per_sample=bytes_per_sample,
         micro_batch_samples=tuple(plan.micro_batches),
         simulated_micro_batches=tuple(plan.simulated_micro_batches),
-        steps=s.training.steps,
+        steps=plan.simulated_steps,
         samples_per_s=s.hardware.inputs.samples_per_s,
     )
 
@@ -284,7 +291,7 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
-    env = simpy.Environment()
+    env = Environment()
     program = build_program(plan)
     memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     swarmx = SwarmX(env, swarmx_settings(plan))
@@ -318,7 +325,7 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
         memoryx.record()
         for link in cluster.links():
             link.record()
-    if plan.fold_copies:
+    if plan.fold_copies or plan.step_fold_copies:
         def snapshot(step: int, mb: int) -> None:
             cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
 
@@ -351,14 +358,19 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
-    last_step = plan.scenario.training.steps - 1
+    last_step = plan.simulated_steps - 1
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
-        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
+        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.simulated_steps,
                                after_copies, plan.fold_copies)
+    if plan.step_fold_copies:
+        ends = [max(j.end for j in optimizer.jobs if j.kind == "update" and j.step == step)
+                for step in range(plan.simulated_steps)]
+        cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
+                                          plan.step_fold_copies)
     return cluster
 
 

@@ -26,6 +26,7 @@ from wss.model.results import (
     pass_pacing,
 )
 from wss.model.scenario import HardwareConfig
+from wss.model.step_fold import COPIED_STEP, Unfolding
 from wss.model.unfolded import UnfoldedCluster, wafer_micro_batches
 from wss.model.wafer_folding import wafer_folding
 from wss.model.workload import StreamedKernel, WaferOp
@@ -36,20 +37,20 @@ __all__ = ["measure", "energy_summary"]
 def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
     """The Result of a finished run: step times, where the time went, utilisation, traffic and records.
 
-    Times are on the unfolded axis: a folded run's repeated micro-batches are
-    added back from the fold's measured period (see :mod:`wss.model.fold`).
+    Times are on the unfolded axis: a folded run's repeated micro-batches and
+    steps are added back from the folds' measured periods (see
+    :mod:`wss.model.fold` and :mod:`wss.model.step_fold`).
     """
     plan = cluster.plan
     s = plan.scenario
     n_steps = s.training.steps
-    fold = cluster.fold
+    unfold = cluster.unfolding()
+    shift = unfold.shift
 
-    def shift(step: int, micro_batch: int) -> float:
-        return fold.shift_of(step, micro_batch) if fold is not None else 0.0
-
-    windows = _step_windows(cluster, shift)
+    windows = _step_windows(cluster, unfold)
     timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1])
-    breakdowns = _breakdowns(timeline, windows.simulated_ends, fold, n_steps)
+    breakdowns = [dict(b) for b in
+                  unfold.real_steps(_breakdowns(timeline, windows.simulated_ends, cluster.fold, plan.simulated_steps))]
     step_time = windows.total_s / n_steps
     samples = s.training.global_batch
     tokens = samples * plan.tokens_per_sample
@@ -65,7 +66,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         total_time_s=windows.total_s,
         samples_per_s=samples / step_time,
         tokens_per_s=tokens / step_time,
-        steps=_step_records(cluster, windows, breakdowns, shift, numerics),
+        steps=_step_records(cluster, windows, breakdowns, unfold, numerics),
         flops=_flops(cluster, tokens, step_time),
         breakdown_s={c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES},
         pacing_s=pacing,
@@ -102,14 +103,18 @@ class _StepWindows:
         return self.ends[-1]
 
 
-def _step_windows(cluster: Cluster, shift: Callable[[int, int], float]) -> _StepWindows:
+def _step_windows(cluster: Cluster, unfold: Unfolding) -> _StepWindows:
+    """Each step's end; a folded step's copies end one period after another, after step 3."""
     opt = cluster.optimizer
     last_mb = len(cluster.plan.micro_batches) - 1
     ends_sim = [
         max(j.end for j in opt.jobs if j.kind == "update" and j.step == step)
-        for step in range(cluster.plan.scenario.training.steps)
+        for step in range(cluster.plan.simulated_steps)
     ]
-    ends = [e + shift(step, last_mb) for step, e in enumerate(ends_sim)]
+    ends = [e + unfold.shift(step, last_mb) for step, e in enumerate(ends_sim)]
+    if unfold.steps is not None:
+        k, period = COPIED_STEP, unfold.steps.period
+        ends = [*ends[: k + 1], *(ends[k] + i * period for i in range(1, unfold.steps.copies + 1)), *ends[k + 1 :]]
     return _StepWindows(ends_sim, [0.0, *ends[:-1]], ends)
 
 
@@ -133,7 +138,7 @@ def _timeline_with_tail(cluster: Cluster, total_sim: float, wafer: Wafer | None 
 
 def _last_update(cluster: Cluster) -> Any:
     """The optimizer job that ends the run: the last step's last update."""
-    last_step = cluster.plan.scenario.training.steps - 1
+    last_step = cluster.plan.simulated_steps - 1
     return max((j for j in cluster.optimizer.jobs if j.kind == "update" and j.step == last_step), key=lambda j: j.end)
 
 
@@ -179,13 +184,16 @@ def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float
 
 
 def _step_records(cluster: Cluster, windows: _StepWindows, breakdowns: list[dict[str, float]],
-                  shift: Callable[[int, int], float], numerics: NumericsSummary | None) -> list[StepRecord]:
+                  unfold: Unfolding, numerics: NumericsSummary | None) -> list[StepRecord]:
     """One record per step; the loss reaches the user node after climbing the tree."""
     hw = cluster.plan.scenario.hardware
     latency_up = cluster.swarmx.levels * hw.swarmx.hop_latency_s
     steps = []
     for i in range(len(windows.ends)):
-        loss_times = [t + shift(st, mb) for (st, mb), t in cluster.wafer.loss_times.items() if st == i]
+        sim, offset = unfold.copy_offset(i)
+        loss_times = [t + unfold.shift(st, mb) for (st, mb), t in cluster.wafer.loss_times.items() if st == sim]
+        if offset:
+            loss_times = [t + offset for t in loss_times]
         steps.append(
             StepRecord(
                 step=i,
@@ -260,9 +268,9 @@ def energy_summary(hw: HardwareConfig, utilisation: dict[str, float], nodes_per_
 
 
 def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
-    """The shape of what was simulated: tree, shards, kernels, chunks."""
+    """The shape of what was simulated: tree, shards, kernels, chunks, the micro-batches and steps simulated."""
     plan = cluster.plan
-    return {
+    facts = {
         "wafers": plan.scenario.hardware.wafers,
         "tree_levels": cluster.swarmx.levels,
         "nodes_per_level": list(cluster.swarmx.nodes_per_level),
@@ -274,11 +282,9 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
         "chunks_per_step": sum(k.n_chunks for k in plan.kernels),
         "micro_batches_simulated": len(plan.simulated_micro_batches),
     }
-
-
-def _repeats(fold: Fold | None, micro_batch: int) -> int:
-    """How many micro-batches a record of ``micro_batch`` stands for (a folded run copies one micro-batch)."""
-    return 1 + fold.copies if fold is not None and micro_batch == fold.copied_micro_batch else 1
+    if plan.step_fold_copies:  # only in a run whose steps are folded: results of other runs keep their bytes
+        facts["steps_simulated"] = plan.simulated_steps
+    return facts
 
 
 def _pacing(
@@ -414,7 +420,7 @@ def _records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]
 def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
     """One record per wafer pass, and its pacing split."""
     plan = cluster.plan
-    fold = cluster.fold
+    unfold = cluster.unfolding()
     recs: list[KernelRecord] = []
     paces: list[dict[str, float]] = []
     seconds = _pass_seconds(cluster.wafer.timeline, len(cluster.wafer.passes))
@@ -425,7 +431,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
         bound = paced_by(pace)
         recs.append(
             KernelRecord(
-                step=p.step,
+                step=unfold.step_of(p.step),
                 micro_batch=p.micro_batch,
                 name=op.name,
                 layer=op.layer,
@@ -438,7 +444,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
-                repeats=_repeats(fold, p.micro_batch),
+                repeats=unfold.repeats(p.step, p.micro_batch),
                 **_seconds_fields(seconds[p.index]),
             )
         )
@@ -448,7 +454,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
 def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
     """One record per optimizer job (update or accumulation), in start order; the last update takes the tail."""
     plan = cluster.plan
-    fold = cluster.fold
+    unfold = cluster.unfolding()
     recs: list[KernelRecord] = []
     opt = cluster.optimizer
     last_job = _last_update(cluster) if tail else None
@@ -467,7 +473,7 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
         bound = max(alone, key=lambda k: alone[k])
         recs.append(
             KernelRecord(
-                step=j.step,
+                step=unfold.step_of(j.step),
                 micro_batch=j.micro_batch,
                 name=kp.kernel.name,
                 layer=kp.kernel.layer,
@@ -480,7 +486,7 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=_repeats(fold, j.micro_batch),
+                repeats=unfold.repeats(j.step, j.micro_batch),
                 **_seconds_fields(drain if j is last_job else {}),
             )
         )

@@ -1,6 +1,6 @@
 """The layer-by-layer schedule as a flat list of passes.
 
-For every step and micro-batch: forward over the operations 1..L, then
+For every simulated step and micro-batch (all of them, unless folded): forward over the operations 1..L, then
 backward L..1 (the loss is the last forward operation).  With block
 checkpointing, the backward of a transformer block is preceded by a
 recompute of its forward.  The same list drives MemoryX (which streams the
@@ -56,7 +56,7 @@ def build_program(plan: Plan) -> list[Pass]:
         waits = kernel is not None and phase == "forward" and mb == 0 and step > 0
         out.append(Pass(len(out), step, mb, pos, phase, kernel, streamed, waits, tokens))
 
-    for step in range(plan.scenario.training.steps):
+    for step in range(plan.simulated_steps):
         for mb in plan.simulated_micro_batches:
             tokens = plan.micro_batches[mb] * plan.tokens_per_sample
             for pos in range(len(ops)):

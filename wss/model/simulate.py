@@ -61,10 +61,22 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.
-    p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)))
+    # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.  Steps fold
+    # only in the folded cluster (the unfolded one has no step-fold check yet).
+    p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)), fold_steps=folding.folded)
     try:
         cluster = run(p, record=record, progress=progress)
     except FoldMismatch:
-        cluster = run(make_plan(s, profiles, fold=False), record=record, progress=progress)
+        cluster = _run_less_folded(s, profiles, p, record, progress, run)
     return measure(cluster, __version__, numerics), cluster
+
+
+def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
+                     progress: Callable[[float], None] | None, run: Callable[..., Cluster]) -> Cluster:
+    """After a fold failed its check: steps unfolded (micro-batches still folded), else nothing folded."""
+    if folded.step_fold_copies:
+        try:
+            return run(make_plan(s, profiles, fold_steps=False), record=record, progress=progress)
+        except FoldMismatch:
+            pass
+    return run(make_plan(s, profiles, fold=False), record=record, progress=progress)

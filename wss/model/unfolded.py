@@ -46,6 +46,7 @@ from wss.model.components.inputs import InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.engine import Environment
 from wss.model.fold import Snapshot, analyse
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.plan import FOLDED_PREFIX, Plan
@@ -183,7 +184,7 @@ def _programs(plan: Plan, program: list[Pass], sizes: list[list[int]]) -> dict[t
 def build_unfolded(plan: Plan, record: bool = False,
                    progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Build every part, one wafer and one set of input workers per wafer, and wire the tree; nothing runs yet."""
-    env = simpy.Environment()
+    env = Environment()  # SimPy's, with its event loop in one function (wss.model.engine)
     hw = plan.scenario.hardware
     program = build_program(plan)
     memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)

@@ -245,10 +245,28 @@ def format_totals(result: Result) -> str:
              f"(step time {fmt_time(result.step_time_s)})"]
     repeated = [r for r in result.records if r.repeats > 1]
     if repeated:
-        mb, n = repeated[0].micro_batch, repeated[0].repeats
         lines.append(f"folded: the {len(result.records)} records stand for {sum(r.repeats for r in result.records)}; "
-                     f"micro-batch {mb}'s records count x{n}, for micro-batches {mb}-{mb + n - 1} (column repeats)")
+                     f"{_folded_what(result, repeated)} (column repeats)")
     return "\n".join(lines)
+
+
+def _folded_what(result: Result, repeated: list[Any]) -> str:
+    """Which records count more than once, and for what: a repeated micro-batch, a repeated step, or both."""
+    facts: dict[str, Any] = dict(result.cluster)
+    steps_simulated = int(facts.get("steps_simulated", 0))
+    folded_mb = int(facts.get("micro_batches_simulated", 0)) < result.memory.micro_batches
+    mb, n = repeated[0].micro_batch, repeated[0].repeats
+    if not steps_simulated:
+        return f"micro-batch {mb}'s records count x{n}, for micro-batches {mb}-{mb + n - 1}"
+    copies = len(result.steps) - steps_simulated
+    step = min(r.step for r in repeated if r.repeats >= 1 + copies)
+    text = f"step {step}'s records count x{1 + copies}, for steps {step}-{step + copies}"
+    if folded_mb:
+        most = max(repeated, key=lambda r: r.repeats)
+        k = most.repeats // (1 + copies)
+        text += (f"; micro-batch {most.micro_batch}'s records count x{k}, for micro-batches "
+                 f"{most.micro_batch}-{most.micro_batch + k - 1}, in every step")
+    return text
 
 
 def table_csv(rows: Sequence[dict[str, Any]], group: str = "pass") -> str:

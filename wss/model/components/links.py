@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Any, Protocol
 
 import simpy
+from simpy.events import NORMAL, PENDING
+from simpy.resources.store import StoreGet, StorePut
 
 __all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Inlet", "Link", "chunks_buffered"]
 
@@ -95,6 +98,58 @@ class ByteStore(simpy.Store):
             self.level -= math.ceil(item.bytes)
             event.succeed(item)
 
+    # ``put`` and ``get`` are SimPy's (a StorePut or StoreGet event, queued, then the queue tried) with
+    # the common case done inline: nobody waits ahead, so SimPy would try this event alone.  The event,
+    # its callbacks and the moment it is scheduled are the same, so the run is too; it saves the generic
+    # machinery on every chunk of every hop.
+
+    def put(self, item: Any) -> StorePut:  # type: ignore[override]
+        """Put ``item``: the event succeeds once its bytes fit (at once if they do now)."""
+        if self.put_queue:
+            return StorePut(self, item)
+        env = self._env
+        event = StorePut.__new__(StorePut)
+        event.env, event.item, event.resource, event.proc = env, item, self, env._active_proc
+        event.callbacks = [self._after_put]
+        need = math.ceil(item.bytes)
+        if len(self.items) < MIN_CHUNKS_BUFFERED or self.level + need <= self.capacity_bytes:
+            self.items.append(item)
+            self.level += need
+            event._ok, event._value = True, None
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))  # env.schedule(event), inlined
+        else:
+            event._value = PENDING
+            self.put_queue.append(event)
+        return event
+
+    def _after_put(self, event: StorePut) -> None:
+        """A put's callback: let waiting gets try (SimPy's ``_trigger_get``, skipped when none waits)."""
+        if self.get_queue:
+            self._trigger_get(event)
+
+    def _after_get(self, event: StoreGet) -> None:
+        """A get's callback: let waiting puts try (SimPy's ``_trigger_put``, skipped when none waits)."""
+        if self.put_queue:
+            self._trigger_put(event)
+
+    def get(self) -> StoreGet:
+        """Take the oldest item: the event succeeds with it once there is one (at once if there is)."""
+        if self.get_queue:
+            return StoreGet(self)
+        env = self._env
+        event = StoreGet.__new__(StoreGet)
+        event.env, event.resource, event.proc = env, self, env._active_proc
+        event.callbacks = [self._after_get]
+        if self.items:
+            item = self.items.pop(0)
+            self.level -= math.ceil(item.bytes)
+            event._ok, event._value = True, item
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
+        else:
+            event._value = PENDING
+            self.get_queue.append(event)
+        return event
+
 
 class Link:
     """One direction of one link class, folded over identical parallel links.
@@ -153,27 +208,30 @@ class Link:
         """Process: forward chunks for ever."""
         env, out = self.env, self.out
         assert out is not None, f"{self.name} is not connected"
+        get, timeout, bandwidth, latency = self.inbox.get, env.timeout, self.bandwidth_Bps, self.latency_s
         while True:
-            chunk = yield self.inbox.get()
+            chunk = yield get()
             if self.occupancy is not None:
-                self.occupancy.append((env.now, len(self.inbox.items)))
-            dt = chunk.bytes / self.bandwidth_Bps
+                self.occupancy.append((env._now, len(self.inbox.items)))
+            dt = chunk.bytes / bandwidth
             if self.wire is None:
                 # Wait out the flight of the previous hop and serialise in one event.
-                yield env.timeout(max(chunk.ready_at - env.now, 0.0) + dt)
+                flight = chunk.ready_at - env._now
+                yield timeout((flight if flight > 0.0 else 0.0) + dt)
             else:  # a shared wire: serialise only while holding it (each channel has its own buffers)
-                if chunk.ready_at > env.now:
-                    yield env.timeout(chunk.ready_at - env.now)
+                if chunk.ready_at > env._now:
+                    yield timeout(chunk.ready_at - env._now)
                 with self.wire.request() as req:
                     yield req
-                    yield env.timeout(dt)
+                    yield timeout(dt)
+            now = env._now
             self.busy_s += dt
             self.bytes += chunk.bytes
             if self.spans is not None:
-                self.spans.append((env.now - dt, env.now, chunk.pass_index, chunk.bytes))
+                self.spans.append((now - dt, now, chunk.pass_index, chunk.bytes))
             self.chunks += 1
-            chunk.ready_at = env.now + self.latency_s
-            if chunk.kind in self.routes:
+            chunk.ready_at = now + latency
+            if self.routes and chunk.kind in self.routes:
                 target = self.routes[chunk.kind]
                 if target is not None:
                     yield target.put(chunk)

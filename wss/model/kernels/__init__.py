@@ -1,9 +1,13 @@
-"""Sparse GEMM on the wafer: the cycle-cost model, the row mapping, and numpy kernels for real numerics."""
+"""Sparse GEMM on the wafer: the cycle-cost model, the row mapping, and numpy kernels for real numerics.
 
-from wss.model.kernels.cycles import KernelCycles, NnzProfile, kernel_cycles
-from wss.model.kernels.gemm import backward_data, backward_weight, forward
-from wss.model.kernels.mapping import deal_rows, row_loads
-from wss.model.kernels.sparse_format import SparseWeights
+The names are imported the first time they are used: the planner needs only the cycle model
+(:mod:`wss.model.kernels.cycles`), so ``wss validate`` does not load the numerics' kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "SparseWeights",
@@ -16,3 +20,23 @@ __all__ = [
     "deal_rows",
     "row_loads",
 ]
+
+_HOME = {
+    "SparseWeights": "sparse_format",
+    "forward": "gemm",
+    "backward_data": "gemm",
+    "backward_weight": "gemm",
+    "kernel_cycles": "cycles",
+    "KernelCycles": "cycles",
+    "NnzProfile": "cycles",
+    "deal_rows": "mapping",
+    "row_loads": "mapping",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(f"wss.model.kernels.{_HOME[name]}"), name)
+    if name in ("cycles", "gemm", "mapping", "sparse_format"):
+        return importlib.import_module(f"wss.model.kernels.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

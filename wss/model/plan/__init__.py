@@ -57,6 +57,7 @@ from wss.model.plan.micro_batching import (
     micro_batch_candidates,
     plan_micro_batching,
     retained_weight_bytes,
+    simulated_steps,
     wafer_samples,
 )
 from wss.model.plan.placement import Placement, place_state
@@ -110,7 +111,8 @@ def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None =
     return rank(inp.costing, inp.candidates)
 
 
-def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True) -> Plan:
+def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True,
+              fold_steps: bool = True) -> Plan:
     """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
 
     Parameters
@@ -119,7 +121,10 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         Real non-zero profiles by kernel name (from numerics masks).  Kernels
         not given are dense or sampled from an i.i.d. mask of their density.
     fold
-        Allow folding of identical micro-batches (``simulation.fold_micro_batches`` must also be on).
+        Allow folding of identical micro-batches and steps (``simulation.fold_micro_batches`` must also
+        be on).
+    fold_steps
+        Allow folding of identical steps (with ``fold``): off, only micro-batches are folded.
     """
     s = scenario
     hw = s.hardware
@@ -135,6 +140,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         wafer_samples=inp.samples,
         micro_batches=batching.micro_batches,
         simulated_micro_batches=batching.simulated,
+        simulated_steps=simulated_steps(s, fold and fold_steps),
         tokens_per_sample=s.seq_len,
         checkpointing=batching.checkpointing,
         sram_bytes_needed=batching.sram_bytes_needed,

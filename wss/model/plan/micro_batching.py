@@ -34,6 +34,7 @@ __all__ = [
     "micro_batch_candidates",
     "split_evenly",
     "simulated_micro_batches",
+    "simulated_steps",
     "activation_elements_per_token",
 ]
 
@@ -238,6 +239,20 @@ def simulated_micro_batches(sizes: list[int], fold: bool) -> list[int]:
     if fold and tail - FOLDED_PREFIX >= FOLD_MIN_COPIES:
         return list(range(FOLDED_PREFIX)) + list(range(tail, n))
     return list(range(n))
+
+
+def simulated_steps(scenario: Scenario, fold: bool) -> int:
+    """How many steps the SimPy run executes: all, or the first :data:`FOLDED_PREFIX` and the last.
+
+    Steps repeat as micro-batches do: after the first update the run settles, so with folding on
+    (``simulation.fold_micro_batches``) and at least :data:`FOLD_MIN_COPIES` steps to remove, the run
+    simulates steps 0-3 and the last, and :mod:`wss.model.step_fold` stands in for the ones between.
+    Runs that train for real (``numerics.enabled``) simulate every step: their losses are real, and
+    each step's timing then comes from its own simulation.
+    """
+    steps = scenario.training.steps
+    allowed = fold and scenario.simulation.fold_micro_batches and not scenario.numerics.enabled
+    return FOLDED_PREFIX + 1 if allowed and steps - 1 - FOLDED_PREFIX >= FOLD_MIN_COPIES else steps
 
 
 def activation_elements_per_token(ops: list[Op], mode: str) -> float:

@@ -59,6 +59,7 @@ class Plan:
     wafer_samples: list[int]  # samples on each wafer
     micro_batches: list[int]  # samples per micro-batch on the busiest wafer
     simulated_micro_batches: list[int]  # indices of the micro-batches the SimPy run executes
+    simulated_steps: int  # steps the SimPy run executes: all, or steps 0-3 and the last when steps are folded
     tokens_per_sample: int
     checkpointing: str
     sram_bytes_needed: float
@@ -78,6 +79,11 @@ class Plan:
     def fold_copies(self) -> int:
         """Micro-batches per step not simulated but repeated from micro-batch 3's measured period."""
         return len(self.micro_batches) - len(self.simulated_micro_batches)
+
+    @property
+    def step_fold_copies(self) -> int:
+        """Steps not simulated but repeated from step 3's measured period (:mod:`wss.model.step_fold`)."""
+        return self.scenario.training.steps - self.simulated_steps
 
     @property
     def tokens_per_micro_batch(self) -> list[int]:
