@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.views.progress import ProgressBar, progress_bar
+from wss.views.progress import ProgressBar, SweepBar, progress_bar
 
 
 class FakeTTY(io.StringIO):
@@ -16,42 +16,27 @@ class FakeTTY(io.StringIO):
         return True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
+def _last_frame(text: str) -> str:
+    """What a terminal shows last: tqdm redraws with carriage returns."""
+    return text.replace("\n", "\r").rstrip("\r").rsplit("\r", 1)[-1]
 
 
-def test_draws_after_the_delay_with_carriage_returns():
-    out, clock = FakeTTY(), Clock()
-    bar = ProgressBar("simulate", out, clock=clock, delay_s=2.0, interval_s=0.1, width=10)
-    bar(0.1)
-    clock.t += 1.0
-    bar(0.3)
-    assert out.getvalue() == ""  # a short run never shows a bar
-    clock.t += 1.5
-    bar(0.5)
-    assert out.getvalue() == "\rsimulate [#####.....]  50%  2.5 s"
-    clock.t += 0.05
-    bar(0.6)  # within the redraw interval: nothing
-    assert out.getvalue().count("\r") == 1
-    clock.t += 0.1
-    bar(0.7)
-    assert out.getvalue().endswith("\rsimulate [#######...]  70%  2.6 s")
-    bar.close()
-    assert out.getvalue().endswith("\rsimulate [##########] 100%  2.6 s\n")
+def test_draws_on_a_terminal_with_percent_and_eta():
+    out = FakeTTY()
+    with ProgressBar("simulate", out, delay_s=0.0, min_interval_s=0.0) as bar:
+        bar(0.5)
+        frame = _last_frame(out.getvalue())
+        assert frame.startswith("simulate:  50%") and "<" in frame  # elapsed<remaining: the ETA
+    assert _last_frame(out.getvalue()).startswith("simulate: 100%")
+    assert out.getvalue().endswith("\n") and bar.fraction == 1.0
     bar(0.9)  # closed: ignored
-    assert out.getvalue().endswith("\n")
+    assert bar.fraction == 1.0
 
 
 def test_silent_when_not_a_terminal_or_quiet():
-    clock = Clock()
     for stream, kwargs in ((io.StringIO(), {}), (FakeTTY(), {"quiet": True})):
-        bar = progress_bar("x", stream=stream, clock=clock, delay_s=0.0, **kwargs)
+        bar = progress_bar("x", stream=stream, delay_s=0.0, notebook=False, **kwargs)
         for i in range(10):
-            clock.t += 1
             bar(i / 10)
         bar.close()
         assert stream.getvalue() == ""
@@ -59,32 +44,61 @@ def test_silent_when_not_a_terminal_or_quiet():
 
 
 def test_short_run_prints_nothing_even_on_a_terminal():
-    out, clock = FakeTTY(), Clock()
-    with ProgressBar("s", out, clock=clock) as bar:
+    out = FakeTTY()
+    with ProgressBar("s", out, delay_s=60.0) as bar:
         bar(0.5)
-        clock.t += 0.5
         bar(1.0)
     assert out.getvalue() == ""
 
 
-def test_clamps_and_wipes_longer_lines():
-    out, clock = FakeTTY(), Clock()
-    bar = ProgressBar("long", out, clock=clock, delay_s=0.0, interval_s=0.0, width=4)
+def test_clamps_the_fraction():
+    out = FakeTTY()
+    bar = ProgressBar("c", out, delay_s=0.0)
     bar(1.7)
     assert bar.fraction == 1.0
-    assert out.getvalue() == "\rlong [####] 100%  0.0 s"
-    bar.label = ""
     bar(-1)
-    assert out.getvalue().endswith("\r[....]   0%  0.0 s     ")  # padded over the longer previous line
+    assert bar.fraction == 0.0
+    bar.close()
 
 
 def test_exception_leaves_the_fraction():
-    out, clock = FakeTTY(), Clock()
-    with pytest.raises(RuntimeError), ProgressBar("s", out, clock=clock, delay_s=0.0) as bar:  # not swallowed
+    out = FakeTTY()
+    with pytest.raises(RuntimeError), ProgressBar("s", out, delay_s=0.0, min_interval_s=0.0) as bar:  # not swallowed
         bar(0.25)
         raise RuntimeError
-    assert "25%" in out.getvalue().splitlines()[-1]
+    assert "25%" in _last_frame(out.getvalue())
     assert out.getvalue().endswith("\n")
+
+
+def test_a_notebook_draws_even_without_a_terminal():
+    out = io.StringIO()
+    with ProgressBar("nb", out, delay_s=0.0, notebook=True) as bar:
+        bar(0.3)
+    assert bar.enabled and out.getvalue()  # tqdm.auto falls back to text where ipywidgets is missing
+
+
+def test_sweep_bar_counts_points_with_cached_and_errors():
+    from wss.studies.sweep import SweepProgress
+
+    out = FakeTTY()
+    with SweepBar(stream=out, min_interval_s=0.0) as bar:
+        bar(SweepProgress(1, 4, 1, 0, 0.1))
+        bar(SweepProgress(3, 4, 1, 1, 0.2))
+        frame = _last_frame(out.getvalue())
+        assert "3/4" in frame and "1 cached, 1 error" in frame
+    assert "4/4" not in _last_frame(out.getvalue())  # only what was done: the bar does not invent points
+
+
+def test_sweep_draws_its_own_bar_by_default_only_where_someone_sees_it(capsys):
+    """``wss.sweep`` defaults to progress="auto": pytest's captured stderr is no terminal, so nothing."""
+    base = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
+    df = wss.sweep(base, {"hardware.wafers": [1, 2]}, executor="serial", fidelity="estimate")
+    assert list(df["status"]) == ["ok", "ok"]
+    assert capsys.readouterr().err == ""
+    from wss.studies.sweep import SweepError
+
+    with pytest.raises(SweepError, match="progress must be"):
+        wss.sweep(base, {"hardware.wafers": [1]}, executor="serial", progress="yes")
 
 
 def test_simulator_progress_hook():

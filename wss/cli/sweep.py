@@ -14,12 +14,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, print_error
+from wss.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Terminated,
+    interrupted_code,
+    print_error,
+)
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_output, ensure_dir, ensure_file_target
 
 if TYPE_CHECKING:  # the sweep module imports the model; it is imported when the command runs
-    from wss.studies.sweep import SweepProgress
+    pass
 
 __all__ = ["COMMANDS", "add_commands", "run", "parse_vary", "cache_dir_for"]
 
@@ -62,7 +70,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     p.add_argument("--baseline", default=None, metavar="KEY",
                    help="varied key whose smallest value is the speed-up reference in each group (default: "
                    "hardware.wafers if varied, else the first numeric varied key)")
-    p.add_argument("--quiet", action="store_true", help="print no table")
+    p.add_argument("--quiet", action="store_true", help="print no table and no progress bar")
     return p
 
 
@@ -117,7 +125,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``wss sweep`` for parsed arguments; returns the exit code."""
     from wss.studies.sweep import SweepError, sweep
 
-    tty = sys.stderr.isatty()
     cache = cache_dir_for(args.out, args.cache)
     try:
         # Folders made for the outputs go again (if still empty) on bad input or Ctrl-C; cached points stay.
@@ -140,21 +147,19 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 address=args.address,
                 out=cache,
-                progress=_progress_line if tty else None,
+                progress=False if args.quiet else "auto",  # a bar with an ETA when stderr is a terminal
                 fidelity=args.fidelity,
                 overrides=overrides,
                 baseline=args.baseline,
             )
     except WssError as exc:
-        _end_progress(tty)
         print_error(str(exc))
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        _end_progress(tty)
+    except KeyboardInterrupt as exc:
         where = f"; finished points are kept in {cache}, run the same command again to resume" if cache else ""
-        print(f"interrupted{where}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    _end_progress(tty)
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"{what}{where}", file=sys.stderr)
+        return interrupted_code(EXIT_INTERRUPTED)
     if args.out is not None:
         try:
             _write_table(df, args.out)
@@ -193,19 +198,6 @@ def _parse_set(text: str) -> tuple[str, Any]:
     from wss.model.scenario import parse_override
 
     return parse_override(text, "--set")
-
-
-def _progress_line(p: SweepProgress) -> None:
-    errors = f"{p.errors} error{'s' if p.errors != 1 else ''}" if p.errors else ""
-    extra = ", ".join(s for s in (f"{p.cached} cached" if p.cached else "", errors) if s)
-    sys.stderr.write(f"\rsweep: {p.done}/{p.total} points{f' ({extra})' if extra else ''}  {p.elapsed_s:.1f} s ")
-    sys.stderr.flush()
-
-
-def _end_progress(tty: bool) -> None:
-    if tty:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _format(path: Path) -> str | None:

@@ -490,7 +490,7 @@ def sweep(
     workers: int | None = None,
     address: str | None = None,
     out: str | Path | None = None,
-    progress: Callable[[SweepProgress], None] | None = None,
+    progress: Callable[[SweepProgress], None] | bool | str | None = "auto",
     fidelity: str = "simulate",
     overrides: Mapping[str, Any] | None = None,
     baseline: str | None = None,
@@ -517,7 +517,9 @@ def sweep(
         Cache folder: each finished point is written there atomically as JSON and
         found again on the next run of the same sweep.
     progress
-        Called with a :class:`SweepProgress` after each point.
+        ``"auto"`` (default): a progress bar with an ETA in a Jupyter notebook, or on stderr when it is a
+        terminal; ``True``: always the bar; ``False`` or None: none; or a callable given a
+        :class:`SweepProgress` after each point.
     fidelity
         ``"simulate"`` (the discrete-event model) or ``"estimate"`` (the closed-form
         estimate of :mod:`wss.studies.estimate`, milliseconds a point).
@@ -543,10 +545,27 @@ def sweep(
     points = _points(axes)
     _check_baseline(baseline, axes)  # before hours of points, not after
     _check_keys(axes, overrides)
-    run = _SweepRun(base, dict(overrides or {}), fidelity, Path(out) if out is not None else None, points, progress)
+    bar = _progress_bar(progress)
+    report = bar if bar is not None else progress if callable(progress) else None
+    run = _SweepRun(base, dict(overrides or {}), fidelity, Path(out) if out is not None else None, points, report)
     source = str(base) if isinstance(base, (str, Path)) else None
-    _run_tasks(run.tasks(), fidelity, executor, workers, address, run.on_done, source)
+    try:
+        _run_tasks(run.tasks(), fidelity, executor, workers, address, run.on_done, source)
+    finally:
+        if bar is not None:
+            bar.close()
     return _frame(run.rows, axes, points, baseline)
+
+
+def _progress_bar(progress: Any) -> Any:
+    """The bar ``sweep`` draws itself for ``progress="auto"`` or True (None for a callable, False or None)."""
+    if progress is True or progress == "auto":
+        from wss.views.progress import SweepBar
+
+        return SweepBar(enabled=True if progress is True else None)
+    if progress not in (None, False) and not callable(progress):
+        raise SweepError(f"progress must be 'auto', True, False, None or a callable, got {progress!r}")
+    return None
 
 
 def _check_arguments(base: Any, fidelity: str, executor: Any, workers: int | None) -> None:
