@@ -45,6 +45,8 @@ def _exit_quietly_while_starting() -> None:
 _exit_quietly_while_starting()
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from types import ModuleType  # noqa: E402
 
 from wss._version import __version__  # noqa: E402
@@ -74,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``wss`` argument parser with every registered command."""
     ap = argparse.ArgumentParser(prog="wss", description="Simulate wafer-scale weight-streaming training clusters.")
     ap.add_argument("--version", action="version", version=f"wss {__version__}")
+    ap.add_argument("-v", "--verbose", action="count", default=0,
+                    help="say what wss decides and why on stderr: -v the plan, folding and fallbacks; -vv more")
+    ap.add_argument("-q", "--quiet", dest="log_quiet", action="store_true",
+                    help="log nothing but errors (each command's own --quiet silences its output)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_commands(sub)
@@ -101,10 +107,33 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+@contextlib.contextmanager
+def _logging_to_stderr(verbose: int, quiet: bool) -> Iterator[None]:
+    """Show the ``wss`` loggers' records on stderr while a command runs: warnings by default, info with
+    ``-v``, debug with ``-vv``, errors only with ``-q``.  The handler goes again afterwards, so calling
+    :func:`main` from Python (or a test) leaves logging as it found it."""
+    import logging
+
+    level = logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logger = logging.getLogger("wss")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("wss: %(levelname)s: %(message)s"))
+    handler.setLevel(level)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(min(level, old_level) if old_level else level)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code: int = _owner(args.command).run(args)
+        with _logging_to_stderr(args.verbose, args.log_quiet):
+            code: int = _owner(args.command).run(args)
     except SimulationStalled as exc:
         print_error(str(exc))
         return EXIT_STALLED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from wss.model.unfolded import run_unfolded
 from wss.model.wafer_folding import uniform_shards, wafer_folding
 
 __all__ = ["simulate", "simulate_detailed", "plan"]
+
+#: What the run decided and why (``wss -v``): the plan, folding, fallbacks.  The model never configures logging.
+log = logging.getLogger(__name__)
 
 
 def _as_scenario(scenario: Scenario | Mapping[str, Any] | str | Path) -> Scenario:
@@ -64,10 +68,16 @@ def simulate_detailed(
     # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.  Steps fold
     # only in the folded cluster (the unfolded one has no step-fold check yet).
     p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)), fold_steps=folding.folded)
+    log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
+    log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps", s.name,
+             "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
+             len(p.micro_batches), p.simulated_steps, s.training.steps)
     try:
         cluster = run(p, record=record, progress=progress)
-    except FoldMismatch:
+    except FoldMismatch as exc:
+        log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
         cluster = _run_less_folded(s, profiles, p, record, progress, run)
+    log.debug("%s: %d SimPy events", s.name, cluster.events)
     return measure(cluster, __version__, numerics), cluster
 
 
@@ -77,6 +87,6 @@ def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
     if folded.step_fold_copies:
         try:
             return run(make_plan(s, profiles, fold_steps=False), record=record, progress=progress)
-        except FoldMismatch:
-            pass
+        except FoldMismatch as exc:
+            log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
     return run(make_plan(s, profiles, fold=False), record=record, progress=progress)

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import math
 import multiprocessing
 import numbers
@@ -64,6 +65,9 @@ __all__ = [
     "EXECUTORS",
     "METRIC_COLUMNS",
 ]
+
+#: Points that fail to load (``wss -v``) and points found in the cache (``wss -vv``).
+log = logging.getLogger(__name__)
 
 FIDELITIES = ("simulate", "estimate")
 EXECUTORS = ("process", "serial", "dask")
@@ -659,6 +663,7 @@ class _SweepRun:
         try:
             scenario = load_scenario(self.base, {**self.fixed, **values})
         except WssError as exc:
+            log.info("sweep point %d %s: %s", i, values, exc)
             self.finish(i, {"status": "error", "error": str(exc), **dict.fromkeys(METRIC_COLUMNS)}, False)
             return
         key = scenario_key(scenario, self.fidelity)
@@ -671,6 +676,7 @@ class _SweepRun:
             key=key,
         )
         if (hit := _read_cached(self.cache, key)) is not None:
+            log.debug("sweep point %d %s: cached (%s)", i, values, key[:12])
             self.finish(i, hit, True)
         elif key in self.results:
             self.finish(i, dict(self.results[key]), False)  # the same resolved scenario again, already run
