@@ -47,6 +47,7 @@ from wss.model.components.links import Link
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.fold import Snapshot, analyse
+from wss.model.jitter import compute_factors, jitter_rng
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
@@ -147,6 +148,16 @@ def _slowed(settings: WaferSettings, slowdown: float) -> WaferSettings:
                               op_seconds={k: (f * slowdown, b * slowdown) for k, (f, b) in settings.op_seconds.items()})
 
 
+def _jitter(plan: Plan) -> list[tuple[float, ...]]:
+    """Each wafer's factors on its compute, step by step (``faults.jitter``; none: empty)."""
+    s = plan.scenario
+    wafers, steps = s.hardware.wafers, s.training.steps
+    if s.faults.jitter is None:
+        return [()] * wafers
+    drawn = compute_factors(s.faults.jitter, jitter_rng(s.seed), wafers, steps)
+    return [tuple(float(x) for x in row) for row in drawn]
+
+
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
     """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches."""
     n, busiest = len(plan.micro_batches), max(plan.wafer_samples)
@@ -196,11 +207,13 @@ def build_unfolded(plan: Plan, record: bool = False,
     programs = _programs(plan, program, sizes)
     w_base = _all_token_counts(plan, sizes)
     i_base = input_settings(plan)
+    factors = _jitter(plan)
     wafers, inputs, stores, returns = [], [], [], []
     for w, mbs in enumerate(sizes):
         prog = programs[tuple(mbs)]
         ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
-        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}"), slowdowns.get(w, 1.0))
+        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}", compute_factors=factors[w]),
+                           slowdowns.get(w, 1.0))
         wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
         tree.leaf_down(w).connect(wafer.intake)
         wafer.connect(tree.leaf_up(w).inbox)

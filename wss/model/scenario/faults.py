@@ -6,7 +6,8 @@ rest, so a scenario with them runs unfolded (docs/unfolded.md):
 * a **straggler**: one wafer computes ``slowdown`` times slower (thermal throttling, a core region
   remapped around a defect): its kernel cycles and on-wafer ops take that much longer;
 * a **degraded link**: one SwarmX edge, named as in ``wss validate``'s list (``swarmx.l<level>.<child>``),
-  runs both directions at ``bandwidth_factor`` of its bandwidth.
+  runs both directions at ``bandwidth_factor`` of its bandwidth;
+* **jitter**: every wafer's compute in every step takes a random factor of its time (seeded).
 
 Failures do not change a step (docs/faults.md): they cost time between steps, so a scenario with only
 ``failures`` and ``events`` still folds.
@@ -26,7 +27,7 @@ from wss.errors import FieldProblem
 from wss.model.scenario.base import Frozen, NonNegFloat, PosFloat, PosInt
 from wss.model.scenario.validation_errors import did_you_mean
 
-__all__ = ["Straggler", "LinkFault", "StorageConfig", "FailuresConfig", "FailureEvent", "FaultsConfig",
+__all__ = ["Straggler", "LinkFault", "JitterConfig", "StorageConfig", "FailuresConfig", "FailureEvent", "FaultsConfig",
            "fault_problems", "describe_edges", "DEFAULT_STORAGE"]
 
 #: The storage preset (configs/storage) that checkpoints go to when ``faults.failures.storage`` is not given.
@@ -45,6 +46,14 @@ class LinkFault(Frozen):
 
     edge: str = Field(description="Edge name, swarmx.l<level>.<child> (wss validate lists them).")
     bandwidth_factor: PosFloat = Field(description="Factor on the edge's bandwidth (0.5: half rate).")
+
+
+class JitterConfig(Frozen):
+    """Random compute noise: each wafer's compute in each step takes a factor drawn from ``distribution``."""
+
+    distribution: Literal["lognormal"] = Field(
+        "lognormal", description="'lognormal': the factor is exp(N(-sigma^2 / 2, sigma^2)), of mean 1.")
+    sigma: PosFloat = Field(le=1.0, description="Standard deviation of the factor's logarithm (0.05: about 5%).")
 
 
 class StorageConfig(Frozen):
@@ -95,6 +104,8 @@ class FaultsConfig(Frozen):
 
     stragglers: list[Straggler] = Field(default_factory=list, description="Wafers that compute slower.")
     links: list[LinkFault] = Field(default_factory=list, description="SwarmX edges at part of their bandwidth.")
+    jitter: JitterConfig | None = Field(
+        None, description="Per wafer, per step compute noise, seeded from the scenario's seed.")
     failures: FailuresConfig | None = Field(
         None, description="Random failures, checkpoints and restarts: goodput and time to train (docs/faults.md).")
     events: list[FailureEvent] = Field(
@@ -108,7 +119,7 @@ class FaultsConfig(Frozen):
     @property
     def sets_wafers_apart(self) -> bool:
         """Does a fault make one wafer or edge unlike the others (so the run must unfold)?"""
-        return bool(self.stragglers or self.links)
+        return bool(self.stragglers or self.links or self.jitter is not None)
 
     def slowdowns(self) -> dict[int, float]:
         """Wafer -> factor on its compute time (several entries for one wafer multiply)."""
@@ -128,6 +139,8 @@ class FaultsConfig(Frozen):
         """'wafer 3 1.5x slower, edge swarmx.l2.5 at 0.5x bandwidth'."""
         parts = [f"wafer {w} {s:g}x slower" for w, s in sorted(self.slowdowns().items())]
         parts += [f"edge {e} at {f:g}x bandwidth" for e, f in sorted(self.bandwidth_factors().items())]
+        if self.jitter is not None:
+            parts.append(f"compute jitter {self.jitter.distribution} sigma {self.jitter.sigma:g}")
         if self.failures is not None and self.failures.mtbf_hours_per_wafer is not None:
             parts.append(f"wafer MTBF {self.failures.mtbf_hours_per_wafer:g} h")
         parts += [f"wafer {e.wafer} fails at step {e.at_step}" for e in self.events]
