@@ -61,8 +61,10 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.
-    p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)))
+    # Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
+    # micro-batch repeats the one before (not with random slow flash reads).
+    fold = not record and (folding.folded or uniform_shards(s)) and s.faults.flash is None
+    p = make_plan(s, profiles, fold=fold)
     try:
         cluster = run(p, record=record, progress=progress)
     except FoldMismatch:

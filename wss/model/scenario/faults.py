@@ -9,6 +9,8 @@ rest, so a scenario with them runs unfolded (docs/unfolded.md):
   runs both directions at ``bandwidth_factor`` of its bandwidth;
 * **jitter**: every wafer's compute in every step takes a random factor of its time (seeded).
 
+Slow flash reads (``flash``) slow MemoryX, which the wafers share: they do not set a wafer apart.
+
 Failures do not change a step (docs/faults.md): they cost time between steps, so a scenario with only
 ``failures`` and ``events`` still folds.
 
@@ -27,8 +29,8 @@ from wss.errors import FieldProblem
 from wss.model.scenario.base import Frozen, NonNegFloat, PosFloat, PosInt
 from wss.model.scenario.validation_errors import did_you_mean
 
-__all__ = ["Straggler", "LinkFault", "JitterConfig", "StorageConfig", "FailuresConfig", "FailureEvent", "FaultsConfig",
-           "fault_problems", "describe_edges", "DEFAULT_STORAGE"]
+__all__ = ["Straggler", "LinkFault", "JitterConfig", "FlashConfig", "StorageConfig", "FailuresConfig",
+           "FailureEvent", "FaultsConfig", "fault_problems", "describe_edges", "DEFAULT_STORAGE"]
 
 #: The storage preset (configs/storage) that checkpoints go to when ``faults.failures.storage`` is not given.
 DEFAULT_STORAGE = "parallel-fs"
@@ -54,6 +56,15 @@ class JitterConfig(Frozen):
     distribution: Literal["lognormal"] = Field(
         "lognormal", description="'lognormal': the factor is exp(N(-sigma^2 / 2, sigma^2)), of mean 1.")
     sigma: PosFloat = Field(le=1.0, description="Standard deviation of the factor's logarithm (0.05: about 5%).")
+
+
+class FlashConfig(Frozen):
+    """A tail of slow flash reads in MemoryX's prefetch (seeded)."""
+
+    tail_probability: float = Field(ge=0, le=1, allow_inf_nan=False,
+                                    description="Fraction of flash reads that are slow, 0 to 1 (0.01: 1%).")
+    tail_factor: float = Field(ge=1, allow_inf_nan=False,
+                               description="Factor on a slow read's time, at least 1 (10: ten times as long).")
 
 
 class StorageConfig(Frozen):
@@ -106,6 +117,7 @@ class FaultsConfig(Frozen):
     links: list[LinkFault] = Field(default_factory=list, description="SwarmX edges at part of their bandwidth.")
     jitter: JitterConfig | None = Field(
         None, description="Per wafer, per step compute noise, seeded from the scenario's seed.")
+    flash: FlashConfig | None = Field(None, description="Slow flash reads in MemoryX's prefetch, seeded.")
     failures: FailuresConfig | None = Field(
         None, description="Random failures, checkpoints and restarts: goodput and time to train (docs/faults.md).")
     events: list[FailureEvent] = Field(
@@ -114,7 +126,7 @@ class FaultsConfig(Frozen):
     @property
     def any(self) -> bool:
         """Does the scenario give any fault at all?"""
-        return bool(self.sets_wafers_apart or self.failures is not None or self.events)
+        return bool(self.sets_wafers_apart or self.flash is not None or self.failures is not None or self.events)
 
     @property
     def sets_wafers_apart(self) -> bool:
@@ -141,6 +153,8 @@ class FaultsConfig(Frozen):
         parts += [f"edge {e} at {f:g}x bandwidth" for e, f in sorted(self.bandwidth_factors().items())]
         if self.jitter is not None:
             parts.append(f"compute jitter {self.jitter.distribution} sigma {self.jitter.sigma:g}")
+        if self.flash is not None:
+            parts.append(f"{self.flash.tail_probability:g} of flash reads {self.flash.tail_factor:g}x slower")
         if self.failures is not None and self.failures.mtbf_hours_per_wafer is not None:
             parts.append(f"wafer MTBF {self.failures.mtbf_hours_per_wafer:g} h")
         parts += [f"wafer {e.wafer} fails at step {e.at_step}" for e in self.events]
