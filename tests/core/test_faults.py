@@ -113,3 +113,18 @@ def test_tree_edge_names_agree_with_the_scenario():
     s = wss.load_scenario(scenario_dict(dense_model(256, 256), wafers=192, global_batch=192))
     hw = s.hardware
     assert hw.swarmx.edge_names(192) == edge_names(hw.swarmx.nodes_per_level(192), 192)
+
+
+def test_the_result_and_the_summary_say_which_wafer_or_edge_paced_each_step():
+    from wss.views.summary import format_result
+
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=3, hardware=ideal_hardware())
+    r = wss.simulate(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]))
+    assert r.step_pacers is not None and [p.part for p in r.step_pacers] == ["wafer.2"] * 3
+    assert r.step_pacers[1].busy_s == pytest.approx(r.wafers[2].compute_s, rel=1e-9)
+    assert "paced by (steps) wafer.2 3 of 3" in format_result(r)
+    hw = ideal_hardware(wafer={"io_bandwidth_Bps": 1e9, "clock_Hz": HUGE})
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=2, global_batch=8, steps=2, hardware=hw)
+    r = wss.simulate(_with(raw, links=[{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]))
+    assert [p.part for p in r.step_pacers] == ["swarmx.down.l1.1"] * 2
+    assert wss.simulate(raw).step_pacers is None and "step_pacers" not in wss.simulate(raw).to_json()

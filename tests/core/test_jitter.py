@@ -73,3 +73,10 @@ def test_bad_jitter_is_a_clear_error(jitter: dict, words: str):
     with pytest.raises(ScenarioError) as err:
         wss.load_scenario(_raw(steps=2, **jitter))
     assert "faults.jitter" in str(err.value) and words in str(err.value)
+
+
+def test_the_slowest_wafer_of_each_step_paced_it(runs):
+    _, r = runs
+    factors = compute_factors(r.scenario.faults.jitter, jitter_rng(r.scenario.seed), WAFERS, STEPS)
+    assert r.step_pacers is not None
+    assert [p.part for p in r.step_pacers] == [f"wafer.{int(factors[:, k].argmax())}" for k in range(STEPS)]

@@ -20,6 +20,7 @@ from wss.model.results import (
     MemoryFootprint,
     NumericsSummary,
     Result,
+    StepPacer,
     StepRecord,
     WaferRecord,
     bound_category,
@@ -85,8 +86,21 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
+        step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
         failures=failure_summary(plan, step_time, step_records),
     )
+
+
+def _step_pacers(cluster: UnfoldedCluster) -> list[StepPacer]:
+    """Each step's busiest part between the representative wafer's starts of it and of the next step (ties:
+    the first wafer, then the first link root first)."""
+    names, marks = cluster.busy_parts(), cluster.step_busy
+    out = []
+    for step, (before, after) in enumerate(zip(marks, marks[1:])):
+        busy = [b - a for a, b in zip(before, after)]
+        best = busy.index(max(busy))
+        out.append(StepPacer(step=step, part=names[best], busy_s=busy[best]))
+    return out
 
 
 @dataclass(frozen=True)

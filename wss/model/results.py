@@ -40,6 +40,7 @@ __all__ = [
     "WaferFolding",
     "WaferRecord",
     "RunSpan",
+    "StepPacer",
     "FailureSummary",
     "UNIFORM_FOLDING",
     "BREAKDOWN_CATEGORIES",
@@ -306,6 +307,15 @@ class WaferRecord(_Data):
     idle_s: float = Field(description="Mean seconds per step the wafer did not compute: the step time less compute_s.")
 
 
+class StepPacer(_Data):
+    """What paced one step of an unfolded run: the part busiest in it (a wafer computing or a tree link)."""
+
+    step: int
+    part: str = Field(description="wafer.<w>, or a SwarmX tree link swarmx.<down|up>.l<level>.<child>.")
+    busy_s: float = Field(description="Seconds the part was busy in the step (a folded run's repeated "
+                          "micro-batches counted once).")
+
+
 class RunSpan(_Data):
     """One span of the run's wall-clock timeline once checkpoints and scripted failures are charged to it."""
 
@@ -400,6 +410,11 @@ class Result(_Data):
         None,
         description="One record per wafer when they ran apart (wafer_folding.folded false); None when folded.",
     )
+    step_pacers: list[StepPacer] | None = Field(
+        None,
+        description="Per step of an unfolded run, the wafer or tree link that paced it (the busiest); None when "
+        "folded (one wafer stood for all).",
+    )
     failures: FailureSummary | None = Field(
         None,
         description="Checkpoints, failures and goodput when the scenario gives faults.failures; None (and left out "
@@ -418,6 +433,8 @@ class Result(_Data):
                 data.pop("wafers", None)
             if self.failures is None:
                 data.pop("failures", None)
+            if self.step_pacers is None:
+                data.pop("step_pacers", None)
         return data
 
     def to_records(self) -> list[dict]:

@@ -25,9 +25,9 @@ slowdown); the others are summarised per wafer
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import simpy
 
@@ -69,6 +69,17 @@ class UnfoldedCluster(Cluster):
     returns: list[Link] = field(default_factory=list)
     #: (step, micro-batch) -> each wafer's timeline length when the representative wafer started it.
     marks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
+    #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
+    step_busy: list[list[float]] = field(default_factory=list)
+
+    def busy_parts(self) -> list[str]:
+        """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
+        return [w.name for w in self.wafers] + [link.name for link in self.tree.links()]
+
+    def mark_busy(self) -> None:
+        """Append every part's busy seconds so far to :attr:`step_busy`."""
+        self.step_busy.append([w.compute_s for w in self.wafers] + [link.busy_s for link in self.tree.links()])
 
     @property
     def tree(self) -> SwarmXTree:
@@ -255,6 +266,15 @@ def build_unfolded(plan: Plan, record: bool = False,
     return cluster
 
 
+def _mark_steps(cluster: UnfoldedCluster) -> Generator[simpy.Event, Any, None]:
+    """Process: mark every part's busy seconds as each step's last update ends (where measure ends the step)."""
+    plan, optimizer = cluster.plan, cluster.optimizer
+    cluster.mark_busy()
+    for step in range(plan.scenario.training.steps):
+        yield cluster.env.all_of([optimizer.done_event(k.index, step) for k in plan.kernels if k.owns_state])
+        cluster.mark_busy()
+
+
 def run_unfolded(plan: Plan, record: bool = False,
                  progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Simulate every step with every wafer apart; return the parts with their measurements."""
@@ -273,6 +293,7 @@ def run_unfolded(plan: Plan, record: bool = False,
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
     for store in cluster.stores:
         processes[store.name] = env.process(store.run())
+    env.process(_mark_steps(cluster))
     done = [env.process(w.run()) for w in cluster.wafers]
     processes.update({w.name: p for w, p in zip(cluster.wafers, done)})
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)

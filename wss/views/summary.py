@@ -122,6 +122,14 @@ def _wafers_lines(r: Result) -> list[str]:
         least = min(r.wafers, key=lambda w: (w.idle_s, w.wafer))
         lines.append(f"               idle per step {fmt_time(least.idle_s)} (wafer {least.wafer}) to "
                      f"{fmt_time(most.idle_s)} (wafer {most.wafer}, {most.samples} samples)")
+    if r.step_pacers:
+        counts: dict[str, int] = {}
+        for p in r.step_pacers:
+            counts[p.part] = counts.get(p.part, 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{part} {n}" for part, n in ranked[:4])
+        more = f" and {len(ranked) - 4} more" if len(ranked) > 4 else ""
+        lines.append(f"               paced by (steps) {shown}{more} of {len(r.step_pacers)}")
     return lines
 
 
