@@ -128,3 +128,27 @@ def test_the_result_and_the_summary_say_which_wafer_or_edge_paced_each_step():
     r = wss.simulate(_with(raw, links=[{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]))
     assert [p.part for p in r.step_pacers] == ["swarmx.down.l1.1"] * 2
     assert wss.simulate(raw).step_pacers is None and "step_pacers" not in wss.simulate(raw).to_json()
+
+
+def test_the_trace_of_an_unfolded_run_has_a_track_per_wafer_and_per_tree_link():
+    from wss.model.simulate import simulate_detailed
+    from wss.views.trace import build_trace
+
+    hw = ideal_hardware(swarmx={"link_bandwidth_Bps": 1e10})
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=2, hardware=hw)
+    r, cluster = simulate_detailed(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]), record=True)
+    events = build_trace(r, cluster)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    names = set(threads.values())
+    assert {f"wafer.{w}" for w in range(4)} <= names
+    links = [link.name for link in cluster.tree.links()]
+    assert len(links) == 2 * 4 and set(links) <= names  # one level of 4 edges, both directions
+    compute = dict.fromkeys(range(4), 0.0)
+    for e in events:
+        if e.get("ph") == "X" and e["cat"] == "compute" and threads[e["tid"]].startswith("wafer."):
+            compute[int(threads[e["tid"]].split(".")[1])] += e["dur"] / 1e6
+    for w in range(4):
+        assert compute[w] == pytest.approx(r.wafers[w].compute_s * 2, rel=1e-4)  # spans are kept to the ns
+    assert compute[2] == pytest.approx(1.5 * compute[0], rel=1e-4)
+    busy = sum(e["dur"] for e in events if e.get("ph") == "X" and threads.get(e["tid"]) == "swarmx.up.l1.3")
+    assert busy / 1e6 == pytest.approx(cluster.tree.up_edges[0][3].busy_s, rel=1e-4)
