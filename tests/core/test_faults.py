@@ -152,3 +152,39 @@ def test_the_trace_of_an_unfolded_run_has_a_track_per_wafer_and_per_tree_link():
     assert compute[2] == pytest.approx(1.5 * compute[0], rel=1e-4)
     busy = sum(e["dur"] for e in events if e.get("ph") == "X" and threads.get(e["tid"]) == "swarmx.up.l1.3")
     assert busy / 1e6 == pytest.approx(cluster.tree.up_edges[0][3].busy_s, rel=1e-4)
+
+
+def test_wss_plot_draws_each_wafers_idle_time_for_an_unfolded_run(tmp_path: Path, capsys):
+    from wss.views.plots import wafers_figure
+
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=2, hardware=ideal_hardware())
+    r = wss.simulate(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]))
+    saved = tmp_path / "result.json"
+    r.save(saved)
+    assert main(["plot", str(saved), "--format", "png"]) == 0
+    assert (tmp_path / "plots" / "wafers.png").stat().st_size > 0
+    fig = wafers_figure(r)
+    ax = fig.axes[0]
+    assert "most idle: wafer 0" in ax.get_title()
+    # Stacked bars: each wafer's bars add up to its step (compute plus its waits).
+    heights = [0.0] * 4
+    for patch in ax.patches:
+        heights[round(patch.get_x() + patch.get_width() / 2)] += patch.get_height()
+    scale = heights[2] / r.step_time_s
+    for w in r.wafers:
+        assert heights[w.wafer] / scale == pytest.approx(sum(w.breakdown_s.values()), rel=1e-9)
+    assert not (tmp_path / "plain").exists()
+    plain = wss.simulate(raw)
+    plain.save(tmp_path / "plain.json")
+    assert main(["plot", str(tmp_path / "plain.json"), "-o", str(tmp_path / "plain"), "--format", "png"]) == 0
+    assert not (tmp_path / "plain" / "wafers.png").exists()
+
+
+def test_validate_lists_the_edge_names_wafer_indexes_and_storage_presets(tmp_path: Path, capsys):
+    file = tmp_path / "s.yaml"
+    file.write_text(json.dumps(scenario_dict(dense_model(256, 256), wafers=16, global_batch=16)))
+    assert main(["validate", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "edges       swarmx.l1.0-3, swarmx.l2.0-15 (names for faults.links)" in out
+    assert "wafers      0-15 (indexes for faults.stragglers and faults.events)" in out
+    assert "storage presets for faults.failures.storage: parallel-fs" in out

@@ -8,6 +8,7 @@ from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
 from wss.model.scenario.faults import describe_edges
+from wss.model.scenario.presets import list_presets
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -98,6 +99,9 @@ def format_plan(plan: Plan) -> str:
     )
     hw = s.hardware
     lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    indexes = f"0-{hw.wafers - 1}" if hw.wafers > 1 else "0"
+    lines.append(f"  wafers      {indexes} (indexes for faults.stragglers and faults.events); storage "
+                 f"presets for faults.failures.storage: {', '.join(list_presets().get('storage', []))}")
     if s.faults.any:
         lines.append(f"  faults      {s.faults.describe()}")
     return "\n".join(lines)
