@@ -165,7 +165,7 @@ def test_wss_plot_draws_each_wafers_idle_time_for_an_unfolded_run(tmp_path: Path
     assert (tmp_path / "plots" / "wafers.png").stat().st_size > 0
     fig = wafers_figure(r)
     ax = fig.axes[0]
-    assert "most idle: wafer 0" in ax.get_title()
+    assert "most idle: wafer 0" in ax.get_title() and "idle (not computing)" in ax.get_title()
     # Stacked bars: each wafer's bars add up to its step (compute plus its waits).
     heights = [0.0] * 4
     for patch in ax.patches:

@@ -227,3 +227,12 @@ def test_simulate_prints_goodput_and_the_failure_and_writes_them(tmp_path: Path,
     saved = wss.Result.load(tmp_path / "out" / "result.json")
     assert saved.failures is not None and saved.failures.timeline[-1].kind == "checkpoint"
     assert saved.to_json() == wss.simulate(raw).to_json()  # deterministic, and it reads back as written
+
+
+def test_failures_given_by_an_override_get_the_default_storage_and_a_storage_preset_by_name():
+    raw = scenario_dict(dense_model(256, 256), wafers=4, global_batch=8)
+    s = wss.load_scenario(raw, ["faults.failures={mtbf_hours_per_wafer: 100, restart_s: 60}"])
+    assert s.faults.failures.storage.name == "parallel-fs"
+    s = wss.load_scenario(raw, ["faults.failures={mtbf_hours_per_wafer: 100, restart_s: 60, storage: parallel-fs}",
+                                "faults.failures.storage.write_bandwidth_Bps=5e9"])
+    assert s.faults.failures.storage.write_bandwidth_Bps == 5e9

@@ -387,7 +387,7 @@ def wafers_figure(result: Result) -> Figure:
     if not result.wafers:
         raise ValueError("the run folded its wafers (one stood for all): there is no per-wafer time to draw")
     wafers = result.wafers
-    fig = Figure(figsize=(min(16, 4 + 0.12 * len(wafers)), 4.2), dpi=100, layout="constrained")
+    fig = Figure(figsize=(min(16, max(8, 4 + 0.12 * len(wafers))), 4.2), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     x = [w.wafer for w in wafers]
     scale, unit = _time_unit(result.step_time_s)
@@ -395,15 +395,16 @@ def wafers_figure(result: Result) -> Figure:
     causes = [c for c in BREAKDOWN_CATEGORIES if any(w.breakdown_s.get(c, 0.0) > 0 for w in wafers)]
     for cause in causes:
         vals = [w.breakdown_s.get(cause, 0.0) * scale for w in wafers]
-        label = "compute" if cause == "compute" else f"idle: {cause}"
-        ax.bar(x, vals, bottom=bottom, width=0.85, color=CAUSE_COLOURS.get(cause, _FALLBACK), label=label)
+        ax.bar(x, vals, bottom=bottom, width=0.85, color=CAUSE_COLOURS.get(cause, _FALLBACK), label=cause)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.axhline(result.step_time_s * scale, color="black", linewidth=1, linestyle="--", label="step time")
     ax.set_xlabel("wafer")
     ax.set_ylabel(f"seconds per step ({unit})")
     most = max(wafers, key=lambda w: (w.idle_s, -w.wafer))
-    ax.set_title(f"{result.scenario.name}: each wafer's step, compute and idle time (most idle: wafer {most.wafer}, "
-                 f"{most.idle_s / result.step_time_s:.0%} of the step)", fontsize="medium")
+    fig.suptitle(f"{result.scenario.name}: each wafer's step, its compute and what it waited for")
+    ax.set_title(f"idle (not computing): {min(w.idle_s for w in wafers) / result.step_time_s:.0%} to "
+                 f"{most.idle_s / result.step_time_s:.0%} of the step; most idle: wafer {most.wafer}",
+                 fontsize="small")
     ax.legend(loc="lower right", fontsize="small", ncols=2)
     ax.grid(axis="y", alpha=0.3)
     return fig

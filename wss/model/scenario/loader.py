@@ -133,6 +133,7 @@ def load_scenario(
     raw = apply_overrides(raw, selectors, label)
     raw = _resolve_presets(raw, label, lines, overridden)
     raw = apply_overrides(raw, fields, label)
+    raw = _resolve_storage(raw, label, lines, overridden)  # again: an override may give faults.failures whole
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
@@ -305,6 +306,8 @@ def _resolve_storage(raw: dict[str, Any], label: str, lines: dict, overridden: l
     failures = faults.get("failures") if isinstance(faults, dict) else None
     if not isinstance(failures, dict):
         return raw
+    raw = copy.deepcopy(raw)
+    failures = raw["faults"]["failures"]
     storage = failures.get("storage", DEFAULT_STORAGE)
     if isinstance(storage, str):
         storage = {"preset": storage}
