@@ -236,3 +236,11 @@ def test_failures_given_by_an_override_get_the_default_storage_and_a_storage_pre
     s = wss.load_scenario(raw, ["faults.failures={mtbf_hours_per_wafer: 100, restart_s: 60, storage: parallel-fs}",
                                 "faults.failures.storage.write_bandwidth_Bps=5e9"])
     assert s.faults.failures.storage.write_bandwidth_Bps == 5e9
+
+
+def test_failures_leave_the_wafers_folded_and_out_of_the_reason_to_unfold():
+    raw = _raw(mtbf_hours_per_wafer=1000, restart_s=60)
+    assert wss.simulate(raw).wafer_folding.folded
+    raw["faults"]["stragglers"] = [{"wafer": 1, "slowdown": 1.2}]
+    assert wss.simulate(raw).wafer_folding.reason == "auto: faults (wafer 1 1.2x slower)"
+    assert wss.load_scenario(raw).faults.describe() == "wafer 1 1.2x slower, wafer MTBF 1000 h"

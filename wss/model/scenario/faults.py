@@ -111,7 +111,8 @@ class FailureEvent(Frozen):
 
 
 class FaultsConfig(Frozen):
-    """What differs between wafers and edges; empty by default (a uniform cluster)."""
+    """What differs between wafers and edges, and what goes wrong over a run; empty by default (a uniform
+    cluster that never fails)."""
 
     stragglers: list[Straggler] = Field(default_factory=list, description="Wafers that compute slower.")
     links: list[LinkFault] = Field(default_factory=list, description="SwarmX edges at part of their bandwidth.")
@@ -147,12 +148,15 @@ class FaultsConfig(Frozen):
             out[f.edge] = out.get(f.edge, 1.0) * f.bandwidth_factor
         return out
 
-    def describe(self) -> str:
-        """'wafer 3 1.5x slower, edge swarmx.l2.5 at 0.5x bandwidth'."""
+    def describe(self, apart_only: bool = False) -> str:
+        """'wafer 3 1.5x slower, edge swarmx.l2.5 at 0.5x bandwidth'; with ``apart_only``, only the faults that
+        set a wafer apart (why the run unfolds)."""
         parts = [f"wafer {w} {s:g}x slower" for w, s in sorted(self.slowdowns().items())]
         parts += [f"edge {e} at {f:g}x bandwidth" for e, f in sorted(self.bandwidth_factors().items())]
         if self.jitter is not None:
             parts.append(f"compute jitter {self.jitter.distribution} sigma {self.jitter.sigma:g}")
+        if apart_only:
+            return ", ".join(parts)
         if self.flash is not None:
             parts.append(f"{self.flash.tail_probability:g} of flash reads {self.flash.tail_factor:g}x slower")
         if self.failures is not None and self.failures.mtbf_hours_per_wafer is not None:
