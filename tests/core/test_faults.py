@@ -120,3 +120,78 @@ def test_tree_edge_names_agree_with_the_scenario():
     s = wss.load_scenario(scenario_dict(dense_model(256, 256), wafers=192, global_batch=192))
     hw = s.hardware
     assert hw.swarmx.edge_names(192) == edge_names(hw.swarmx.nodes_per_level(192), 192)
+
+
+def test_the_result_and_the_summary_say_which_wafer_or_edge_paced_each_step():
+    from wss.views.summary import format_result
+
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=3, hardware=ideal_hardware())
+    r = wss.simulate(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]))
+    assert r.step_pacers is not None and [p.part for p in r.step_pacers] == ["wafer.2"] * 3
+    assert r.step_pacers[1].busy_s == pytest.approx(r.wafers[2].compute_s, rel=1e-9)
+    assert "paced by (steps) wafer.2 3 of 3" in format_result(r)
+    hw = ideal_hardware(wafer={"io_bandwidth_Bps": 1e9, "clock_Hz": 1e11})  # the fastest clock allowed
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=2, global_batch=8, steps=2, hardware=hw)
+    r = wss.simulate(_with(raw, links=[{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]))
+    assert [p.part for p in r.step_pacers] == ["swarmx.down.l1.1"] * 2
+    assert wss.simulate(raw).step_pacers is None and "step_pacers" not in wss.simulate(raw).to_json()
+
+
+def test_the_trace_of_an_unfolded_run_has_a_track_per_wafer_and_per_tree_link():
+    from wss.model.simulate import simulate_detailed
+    from wss.views.trace import build_trace
+
+    hw = ideal_hardware(swarmx={"link_bandwidth_Bps": 1e10})
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=2, hardware=hw)
+    r, cluster = simulate_detailed(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]), record=True)
+    events = build_trace(r, cluster)["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    names = set(threads.values())
+    assert {f"wafer.{w}" for w in range(4)} <= names
+    links = [link.name for link in cluster.tree.links()]
+    assert len(links) == 2 * 4 and set(links) <= names  # one level of 4 edges, both directions
+    compute = dict.fromkeys(range(4), 0.0)
+    for e in events:
+        if e.get("ph") == "X" and e["cat"] == "compute" and threads[e["tid"]].startswith("wafer."):
+            compute[int(threads[e["tid"]].split(".")[1])] += e["dur"] / 1e6
+    for w in range(4):
+        assert compute[w] == pytest.approx(r.wafers[w].compute_s * 2, rel=1e-4)  # spans are kept to the ns
+    assert compute[2] == pytest.approx(1.5 * compute[0], rel=1e-4)
+    busy = sum(e["dur"] for e in events if e.get("ph") == "X" and threads.get(e["tid"]) == "swarmx.up.l1.3")
+    assert busy / 1e6 == pytest.approx(cluster.tree.up_edges[0][3].busy_s, rel=1e-4)
+
+
+def test_wss_plot_draws_each_wafers_idle_time_for_an_unfolded_run(tmp_path: Path, capsys):
+    from wss.views.plots import wafers_figure
+
+    raw = scenario_dict(dense_model(2048, 2048, 2048), wafers=4, global_batch=256, steps=2, hardware=ideal_hardware())
+    r = wss.simulate(_with(raw, stragglers=[{"wafer": 2, "slowdown": 1.5}]))
+    saved = tmp_path / "result.json"
+    r.save(saved)
+    assert main(["plot", str(saved), "--format", "png"]) == 0
+    assert (tmp_path / "plots" / "wafers.png").stat().st_size > 0
+    fig = wafers_figure(r)
+    ax = fig.axes[0]
+    assert "most idle: wafer 0" in ax.get_title() and "idle (not computing)" in ax.get_title()
+    # Stacked bars: each wafer's bars add up to its step (compute plus its waits).
+    heights = [0.0] * 4
+    for patch in ax.patches:
+        heights[round(patch.get_x() + patch.get_width() / 2)] += patch.get_height()
+    scale = heights[2] / r.step_time_s
+    for w in r.wafers:
+        assert heights[w.wafer] / scale == pytest.approx(sum(w.breakdown_s.values()), rel=1e-9)
+    assert not (tmp_path / "plain").exists()
+    plain = wss.simulate(raw)
+    plain.save(tmp_path / "plain.json")
+    assert main(["plot", str(tmp_path / "plain.json"), "-o", str(tmp_path / "plain"), "--format", "png"]) == 0
+    assert not (tmp_path / "plain" / "wafers.png").exists()
+
+
+def test_validate_lists_the_edge_names_wafer_indexes_and_storage_presets(tmp_path: Path, capsys):
+    file = tmp_path / "s.yaml"
+    file.write_text(json.dumps(scenario_dict(dense_model(256, 256), wafers=16, global_batch=16)))
+    assert main(["validate", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "edges       swarmx.l1.0-3, swarmx.l2.0-15 (names for faults.links)" in out
+    assert "wafers      0-15 (indexes for faults.stragglers and faults.events)" in out
+    assert "storage presets for faults.failures.storage: parallel-fs" in out

@@ -14,7 +14,7 @@ import pytest
 # nbformat, nbclient and ipykernel are in the [test] extra: without them these tests fail, never skip.
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-NAMES = ["cluster_scaling", "sparsity", "training_numerics"]
+NAMES = ["cluster_scaling", "sparsity", "training_numerics", "faults"]
 KERNEL = "wss-sweep-tests"
 
 

@@ -33,6 +33,7 @@ from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettin
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
+from wss.model.flash_tails import flash_rng, read_factors
 from wss.model.fold import Fold, Snapshot, analyse
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
@@ -282,6 +283,8 @@ def build_memoryx(
     dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
     optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
     memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
+    if plan.scenario.faults.flash is not None:
+        memoryx.flash_read_factor = read_factors(plan.scenario.faults.flash, flash_rng(plan.scenario.seed))
     return memoryx, optimizer, flash_channel
 
 

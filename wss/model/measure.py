@@ -9,6 +9,7 @@ from typing import Any
 from wss.model.cluster import Cluster
 from wss.model.components.wafer import Wafer
 from wss.model.fold import Fold
+from wss.model.goodput import failure_summary
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
     RECORD_SECONDS,
@@ -19,6 +20,7 @@ from wss.model.results import (
     MemoryFootprint,
     NumericsSummary,
     Result,
+    StepPacer,
     StepRecord,
     WaferRecord,
     bound_category,
@@ -59,6 +61,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     pacing = _pacing(records, pass_paces, n_steps, tail)
     utilisation = _utilisation(cluster, windows.total_s)
     facts = _cluster_facts(cluster)
+    step_records = _step_records(cluster, windows, breakdowns, unfold, numerics)
     return Result(
         wss_version=version,
         scenario=s,
@@ -66,7 +69,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         total_time_s=windows.total_s,
         samples_per_s=samples / step_time,
         tokens_per_s=tokens / step_time,
-        steps=_step_records(cluster, windows, breakdowns, unfold, numerics),
+        steps=step_records,
         flops=_flops(cluster, tokens, step_time),
         breakdown_s={c: sum(b[c] for b in breakdowns) / n_steps for c in BREAKDOWN_CATEGORIES},
         pacing_s=pacing,
@@ -84,7 +87,21 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
+        step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
+        failures=failure_summary(plan, step_time, step_records),
     )
+
+
+def _step_pacers(cluster: UnfoldedCluster) -> list[StepPacer]:
+    """Each step's busiest part between the representative wafer's starts of it and of the next step (ties:
+    the first wafer, then the first link root first)."""
+    names, marks = cluster.busy_parts(), cluster.step_busy
+    out = []
+    for step, (before, after) in enumerate(zip(marks, marks[1:])):
+        busy = [b - a for a, b in zip(before, after)]
+        best = busy.index(max(busy))
+        out.append(StepPacer(step=step, part=names[best], busy_s=busy[best]))
+    return out
 
 
 @dataclass(frozen=True)

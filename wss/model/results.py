@@ -39,6 +39,9 @@ __all__ = [
     "EnergySummary",
     "WaferFolding",
     "WaferRecord",
+    "RunSpan",
+    "StepPacer",
+    "FailureSummary",
     "UNIFORM_FOLDING",
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
@@ -304,6 +307,54 @@ class WaferRecord(_Data):
     idle_s: float = Field(description="Mean seconds per step the wafer did not compute: the step time less compute_s.")
 
 
+class StepPacer(_Data):
+    """What paced one step of an unfolded run: the part busiest in it (a wafer computing or a tree link)."""
+
+    step: int
+    part: str = Field(description="wafer.<w>, or a SwarmX tree link swarmx.<down|up>.l<level>.<child>.")
+    busy_s: float = Field(description="Seconds the part was busy in the step (a folded run's repeated "
+                          "micro-batches counted once).")
+
+
+class RunSpan(_Data):
+    """One span of the run's wall-clock timeline once checkpoints and scripted failures are charged to it."""
+
+    kind: str = Field(description="step, checkpoint, restart (after a failure) or redo (a step lost to a "
+                      "failure, run again)")
+    step: int = Field(description="The step run, checkpointed after, or failed in.")
+    start_s: float
+    end_s: float
+    wafer: int | None = Field(None, description="The failed wafer (restart only).")
+    lost_steps: int = Field(0, description="Steps since the last checkpoint that the failure lost and the job "
+                            "runs again (restart only).")
+
+
+class FailureSummary(_Data):
+    """Failures, checkpoints and goodput (faults.failures; the expected-value model of docs/faults.md)."""
+
+    cluster_mtbf_s: float | None = Field(description="Mean time between failures of the job: the per-wafer MTBF "
+                                         "over the wafers; None without random failures.")
+    checkpoint_bytes: float = Field(description="Bytes of one checkpoint: MemoryX's weights and optimizer state.")
+    checkpoint_s: float = Field(description="Seconds to write one checkpoint from MemoryX to storage.")
+    restart_s: float = Field(description="Seconds from a failure to training again (faults.failures.restart_s).")
+    checkpoint_every_steps: int = Field(description="Steps between checkpoints: the scenario's, or under auto "
+                                        "the interval with the highest expected goodput.")
+    chosen_by: str = Field(description="'scenario' or 'auto'.")
+    young_daly_steps: float | None = Field(description="Young's first-order optimum sqrt(2 C M) in steps, for "
+                                           "comparison; None without random failures.")
+    goodput: float = Field(description="Expected fraction of wall time spent on steps that are kept: the step "
+                           "time over the expected wall time per step.")
+    expected_s_per_step: float = Field(description="Expected wall seconds per kept step: checkpoints, lost work "
+                                       "and restarts included.")
+    train_steps: int | None = Field(description="Steps of the whole training run (faults.failures.train_steps, "
+                                    "or train_tokens over the tokens of a step).")
+    expected_time_to_train_s: float | None = Field(description="Expected wall seconds to train train_steps.")
+    run_time_s: float = Field(description="Wall seconds of the simulated steps with their checkpoints and the "
+                              "scripted failures (faults.events).")
+    timeline: list[RunSpan] = Field(description="The simulated steps on the wall clock: steps, checkpoints, "
+                                    "restarts and redone steps.")
+
+
 class Result(_Data):
     """Everything one simulation measured."""
 
@@ -359,6 +410,16 @@ class Result(_Data):
         None,
         description="One record per wafer when they ran apart (wafer_folding.folded false); None when folded.",
     )
+    step_pacers: list[StepPacer] | None = Field(
+        None,
+        description="Per step of an unfolded run, the wafer or tree link that paced it (the busiest); None when "
+        "folded (one wafer stood for all).",
+    )
+    failures: FailureSummary | None = Field(
+        None,
+        description="Checkpoints, failures and goodput when the scenario gives faults.failures; None (and left out "
+        "of the JSON) otherwise.",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_folded(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
@@ -370,6 +431,10 @@ class Result(_Data):
                 data.pop("wafer_folding", None)
             if self.wafers is None:
                 data.pop("wafers", None)
+            if self.failures is None:
+                data.pop("failures", None)
+            if self.step_pacers is None:
+                data.pop("step_pacers", None)
         return data
 
     def to_records(self) -> list[dict]:

@@ -65,9 +65,11 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    # Micro-batches fold when every wafer runs the same ones: not with uneven shards unfolded.  Steps fold
-    # only in the folded cluster (the unfolded one has no step-fold check yet).
-    p = make_plan(s, profiles, fold=not record and (folding.folded or uniform_shards(s)), fold_steps=folding.folded)
+    # Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
+    # micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the folded
+    # cluster (the unfolded one has no step-fold check yet).
+    fold = not record and (folding.folded or uniform_shards(s)) and s.faults.flash is None
+    p = make_plan(s, profiles, fold=fold, fold_steps=folding.folded)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps", s.name,
              "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),

@@ -25,9 +25,9 @@ slowdown); the others are summarised per wafer
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import simpy
 
@@ -48,6 +48,7 @@ from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
 from wss.model.fold import Snapshot, analyse
+from wss.model.jitter import compute_factors, jitter_rng
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
@@ -69,6 +70,17 @@ class UnfoldedCluster(Cluster):
     returns: list[Link] = field(default_factory=list)
     #: (step, micro-batch) -> each wafer's timeline length when the representative wafer started it.
     marks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
+    #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
+    step_busy: list[list[float]] = field(default_factory=list)
+
+    def busy_parts(self) -> list[str]:
+        """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
+        return [w.name for w in self.wafers] + [link.name for link in self.tree.links()]
+
+    def mark_busy(self) -> None:
+        """Append every part's busy seconds so far to :attr:`step_busy`."""
+        self.step_busy.append([w.compute_s for w in self.wafers] + [link.busy_s for link in self.tree.links()])
 
     @property
     def tree(self) -> SwarmXTree:
@@ -148,6 +160,16 @@ def _slowed(settings: WaferSettings, slowdown: float) -> WaferSettings:
                               op_seconds={k: (f * slowdown, b * slowdown) for k, (f, b) in settings.op_seconds.items()})
 
 
+def _jitter(plan: Plan) -> list[tuple[float, ...]]:
+    """Each wafer's factors on its compute, step by step (``faults.jitter``; none: empty)."""
+    s = plan.scenario
+    wafers, steps = s.hardware.wafers, s.training.steps
+    if s.faults.jitter is None:
+        return [()] * wafers
+    drawn = compute_factors(s.faults.jitter, jitter_rng(s.seed), wafers, steps)
+    return [tuple(float(x) for x in row) for row in drawn]
+
+
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
     """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches."""
     n, busiest = len(plan.micro_batches), max(plan.wafer_samples)
@@ -197,11 +219,13 @@ def build_unfolded(plan: Plan, record: bool = False,
     programs = _programs(plan, program, sizes)
     w_base = _all_token_counts(plan, sizes)
     i_base = input_settings(plan)
+    factors = _jitter(plan)
     wafers, inputs, stores, returns = [], [], [], []
     for w, mbs in enumerate(sizes):
         prog = programs[tuple(mbs)]
         ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
-        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}"), slowdowns.get(w, 1.0))
+        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}", compute_factors=factors[w]),
+                           slowdowns.get(w, 1.0))
         wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
         tree.leaf_down(w).connect(wafer.intake)
         wafer.connect(tree.leaf_up(w).inbox)
@@ -243,6 +267,15 @@ def build_unfolded(plan: Plan, record: bool = False,
     return cluster
 
 
+def _mark_steps(cluster: UnfoldedCluster) -> Generator[simpy.Event, Any, None]:
+    """Process: mark every part's busy seconds as each step's last update ends (where measure ends the step)."""
+    plan, optimizer = cluster.plan, cluster.optimizer
+    cluster.mark_busy()
+    for step in range(plan.scenario.training.steps):
+        yield cluster.env.all_of([optimizer.done_event(k.index, step) for k in plan.kernels if k.owns_state])
+        cluster.mark_busy()
+
+
 def run_unfolded(plan: Plan, record: bool = False,
                  progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Simulate every step with every wafer apart; return the parts with their measurements."""
@@ -261,6 +294,7 @@ def run_unfolded(plan: Plan, record: bool = False,
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
     for store in cluster.stores:
         processes[store.name] = env.process(store.run())
+    env.process(_mark_steps(cluster))
     done = [env.process(w.run()) for w in cluster.wafers]
     processes.update({w.name: p for w, p in zip(cluster.wafers, done)})
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)

@@ -41,8 +41,8 @@ def wafer_folding(scenario: Scenario) -> WaferFolding:
         return WaferFolding(folded=True, reason=f"simulation.fold_wafers is true{extra}")
     if asked is False:
         return WaferFolding(folded=False, reason="simulation.fold_wafers is false")
-    if scenario.faults.any:
-        return WaferFolding(folded=False, reason=f"auto: faults ({scenario.faults.describe()})")
+    if scenario.faults.sets_wafers_apart:
+        return WaferFolding(folded=False, reason=f"auto: faults ({scenario.faults.describe(apart_only=True)})")
     if uniform:
         return UNIFORM_FOLDING
     return WaferFolding(folded=False, reason=f"auto: the shards are uneven, {_shards(scenario)}")

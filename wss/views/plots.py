@@ -1,4 +1,5 @@
-"""Figures of a run (matplotlib, no display needed): timeline, per-kernel time, utilisation, memory.
+"""Figures of a run (matplotlib, no display needed): timeline, per-kernel time, utilisation, memory and,
+for an unfolded run, each wafer's compute and idle time.
 
 Every function builds a :class:`matplotlib.figure.Figure` directly (no
 pyplot, so no GUI backend and no global figure state) and
@@ -34,7 +35,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from wss.files import atomic_write_bytes
-from wss.model.results import KernelRecord, Result
+from wss.model.results import BREAKDOWN_CATEGORIES, KernelRecord, Result
 from wss.views.summary import fmt_bytes
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "kernel_breakdown_figure",
     "utilisation_figure",
     "memory_figure",
+    "wafers_figure",
     "save_figure",
     "plot_all",
     "PHASE_COLOURS",
@@ -382,6 +384,34 @@ def memory_figure(result: Result) -> Figure:
     return fig
 
 
+def wafers_figure(result: Result) -> Figure:
+    """An unfolded run: each wafer's mean seconds per step, its compute and its idle time by cause (stacked)."""
+    if not result.wafers:
+        raise ValueError("the run folded its wafers (one stood for all): there is no per-wafer time to draw")
+    wafers = result.wafers
+    fig = Figure(figsize=(min(16, max(8, 4 + 0.12 * len(wafers))), 4.2), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    x = [w.wafer for w in wafers]
+    scale, unit = _time_unit(result.step_time_s)
+    bottom = [0.0] * len(wafers)
+    causes = [c for c in BREAKDOWN_CATEGORIES if any(w.breakdown_s.get(c, 0.0) > 0 for w in wafers)]
+    for cause in causes:
+        vals = [w.breakdown_s.get(cause, 0.0) * scale for w in wafers]
+        ax.bar(x, vals, bottom=bottom, width=0.85, color=CAUSE_COLOURS.get(cause, _FALLBACK), label=cause)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.axhline(result.step_time_s * scale, color="black", linewidth=1, linestyle="--", label="step time")
+    ax.set_xlabel("wafer")
+    ax.set_ylabel(f"seconds per step ({unit})")
+    most = max(wafers, key=lambda w: (w.idle_s, -w.wafer))
+    fig.suptitle(f"{result.scenario.name}: each wafer's step, its compute and what it waited for")
+    ax.set_title(f"idle (not computing): {min(w.idle_s for w in wafers) / result.step_time_s:.0%} to "
+                 f"{most.idle_s / result.step_time_s:.0%} of the step; most idle: wafer {most.wafer}",
+                 fontsize="small")
+    ax.legend(loc="lower right", fontsize="small", ncols=2)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
 def save_figure(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 100) -> list[Path]:
     """Write ``stem.<format>`` for each format atomically; return the paths."""
     out = []
@@ -407,6 +437,8 @@ def plot_all(result: Result, outdir: str | Path, cluster: Any | None = None, ste
         "utilisation": utilisation_figure(result),
         "memory": memory_figure(result),
     }
+    if result.wafers:
+        figures["wafers"] = wafers_figure(result)
     paths: list[Path] = []
     for name, fig in figures.items():
         paths += save_figure(fig, outdir / name, formats)

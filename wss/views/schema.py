@@ -151,6 +151,20 @@ def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> Non
     model["anyOf"] = [_preset_name("model", presets["model"]), {"$ref": model.pop("$ref")}]
     top = schema["properties"]["hardware"]
     top["anyOf"] = [_preset_name("hardware", presets["hardware"]), {"$ref": top.pop("$ref")}]
+    _allow_storage_preset(defs, presets.get("storage", []))
+
+
+def _allow_storage_preset(defs: dict[str, Any], names: list[str]) -> None:
+    """``faults.failures.storage``: a storage preset name or a mapping; the loader fills in the default."""
+    if "StorageConfig" not in defs:
+        return
+    d = defs["StorageConfig"]
+    d["properties"] = {"preset": _preset_name("storage", names), **d["properties"]}
+    d.pop("required", None)
+    failures = defs["FailuresConfig"]
+    failures["required"] = [r for r in failures.get("required", []) if r != "storage"]
+    prop = failures["properties"]["storage"]
+    prop["anyOf"] = [_preset_name("storage", names), {"$ref": prop.pop("$ref")}]
 
 
 def scenario_schema(presets: dict[str, list[str]] | None = None) -> dict[str, Any]:

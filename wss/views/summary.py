@@ -8,6 +8,7 @@ from wss.model.plan import Plan
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
 from wss.model.scenario.faults import describe_edges
+from wss.model.scenario.presets import list_presets
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -98,6 +99,9 @@ def format_plan(plan: Plan) -> str:
     )
     hw = s.hardware
     lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    indexes = f"0-{hw.wafers - 1}" if hw.wafers > 1 else "0"
+    lines.append(f"  wafers      {indexes} (indexes for faults.stragglers and faults.events); storage "
+                 f"presets for faults.failures.storage: {', '.join(list_presets().get('storage', []))}")
     if s.faults.any:
         lines.append(f"  faults      {s.faults.describe()}")
     return "\n".join(lines)
@@ -122,6 +126,50 @@ def _wafers_lines(r: Result) -> list[str]:
         least = min(r.wafers, key=lambda w: (w.idle_s, w.wafer))
         lines.append(f"               idle per step {fmt_time(least.idle_s)} (wafer {least.wafer}) to "
                      f"{fmt_time(most.idle_s)} (wafer {most.wafer}, {most.samples} samples)")
+    if r.step_pacers:
+        counts: dict[str, int] = {}
+        for p in r.step_pacers:
+            counts[p.part] = counts.get(p.part, 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{part} {n}" for part, n in ranked[:4])
+        more = f" and {len(ranked) - 4} more" if len(ranked) > 4 else ""
+        lines.append(f"               paced by (steps) {shown}{more} of {len(r.step_pacers)}")
+    return lines
+
+
+def fmt_duration(t: float) -> str:
+    """Seconds, or minutes, hours and days for long spans: '4.32 days'."""
+    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if t >= 2 * scale:
+            return f"{t / scale:.3g} {unit}"
+    return fmt_time(t)
+
+
+def _failures_lines(r: Result) -> list[str]:
+    """Goodput, the checkpoint interval and what the scripted failures cost (faults.failures)."""
+    f = r.failures
+    if f is None:
+        return []
+    why = "auto" if f.chosen_by == "auto" else "faults.failures.checkpoint_every_steps"
+    young = f", Young/Daly {f.young_daly_steps:,.0f}" if f.young_daly_steps is not None else ""
+    mtbf = ", no random failures"
+    if f.cluster_mtbf_s is not None:
+        mtbf = f", cluster MTBF {fmt_duration(f.cluster_mtbf_s)}"
+    lines = [f"  goodput      {f.goodput:.2%} with a checkpoint every {f.checkpoint_every_steps:,} steps "
+             f"({why}{young}); checkpoint {fmt_bytes(f.checkpoint_bytes)} in {fmt_duration(f.checkpoint_s)}, restart "
+             f"{fmt_duration(f.restart_s)}{mtbf}"]
+    train = ""
+    if f.expected_time_to_train_s is not None:
+        train = f"; to train {f.train_steps:,} steps {fmt_duration(f.expected_time_to_train_s)}"
+    lines.append(f"               expected {fmt_time(f.expected_s_per_step)} per step{train}")
+    for span in f.timeline:
+        if span.kind == "restart":
+            n = span.lost_steps
+            lines.append(f"  failure      wafer {span.wafer} at the end of step {span.step}: restart "
+                         f"{fmt_duration(span.end_s - span.start_s)}, {n} step{'s' if n != 1 else ''} run again")
+    if any(x.kind == "restart" for x in f.timeline):
+        lines.append(f"               the {len(r.steps)} steps took {fmt_duration(f.run_time_s)} with checkpoints "
+                     f"and failures ({fmt_duration(r.total_time_s)} without)")
     return lines
 
 
@@ -160,6 +208,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     if r.plan_choice is not None:
         lines.append(f"  plan         {r.plan_choice.line()}")
     lines += _wafers_lines(r)
+    lines += _failures_lines(r)
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
     lines.append("  busiest      " + ", ".join(f"{k} {v:.0%}" for k, v in busiest))
     wafer_in = next((v for k, v in r.link_bytes.items() if k.endswith("->wafer") and k.startswith("swarmx")), None)

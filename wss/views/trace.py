@@ -6,6 +6,8 @@ One process per part of the machine, one thread per activity::
     optimizer          update (updates and gradient accumulations)
     SwarmX level l     weights down, gradients up
     wafer (xN ...)     compute (one span per pass), stalls (every exposed wait, by cause)
+    wafers (N, ...)    an unfolded run only: one thread per wafer, its compute and waits per pass
+    SwarmX edges       an unfolded run only: one thread per tree link (swarmx.down.l<l>.<c>, swarmx.up...)
     input workers      input
     user node          loss (an instant when each step's loss arrives)
 
@@ -282,6 +284,23 @@ class _SpanTracks:
         compute = [(a, b) for a, b, cause, _ in timeline if cause == "compute"]
         self.tb.counter(pid, "wafer compute busy", self.edges[:-1], _busy_fraction(compute, self.edges), "fraction")
 
+    def unfolded(self) -> None:
+        """An unfolded run: one thread per wafer (its compute and waits, per pass) and one per tree link."""
+        from wss.model.unfolded import UnfoldedCluster
+
+        cluster = self.cluster
+        if not isinstance(cluster, UnfoldedCluster):
+            return
+        pid = self.tb.process(f"wafers ({len(cluster.wafers)}, each apart)")
+        for wafer in cluster.wafers:
+            tid = self.tb.thread(pid, wafer.name)
+            for a, b, cause, p in _joined(wafer.timeline):
+                name = self.label(p)[0] if cause == "compute" and p >= 0 else f"{cause} stall"
+                self.tb.span(pid, tid, name, cause, a, b, {"pass": p} if p >= 0 else {})
+        pid = self.tb.process(f"SwarmX edges ({len(cluster.tree.links())} links)")
+        for link in cluster.tree.links():
+            self.link_spans(pid, link.name, link.spans)
+
     def inputs(self) -> None:
         """The input workers' transfers, one span per micro-batch."""
         spans = self.cluster.inputs.spans
@@ -291,6 +310,17 @@ class _SpanTracks:
         tid = self.tb.thread(pid, "input")
         for a, b, step, mb in spans:
             self.tb.span(pid, tid, f"micro-batch {mb} s{step}", "input", a, b, {"step": step, "micro_batch": mb})
+
+
+def _joined(timeline: Sequence[tuple[float, float, str, int]]) -> list[tuple[float, float, str, int]]:
+    """A wafer's timeline with back-to-back spans of one cause in one pass joined into one."""
+    out: list[tuple[float, float, str, int]] = []
+    for a, b, cause, p in timeline:
+        if out and out[-1][2] == cause and out[-1][3] == p and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, cause, p)
+        else:
+            out.append((a, b, cause, p))
+    return out
 
 
 def _swarmx_nodes(result: Result, cluster: Cluster) -> list[int]:
@@ -380,6 +410,7 @@ def build_trace(
     wafer = _wafer_passes(tb, result)
     if tracks is not None:
         tracks.wafer_stalls(wafer, per_chunk=stalls == "chunk")
+        tracks.unfolded()
         tracks.inputs()
     _losses(tb, result)
     return {

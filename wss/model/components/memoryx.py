@@ -27,7 +27,7 @@ stream at their aggregate bandwidth.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +126,8 @@ class MemoryX:
         #: (start, end, pass_index, bytes) spans of streaming and of flash prefetch, when recording.
         self.stream_spans: list[tuple[float, float, int, float]] | None = None
         self.prefetch_spans: list[tuple[float, float, int, float]] | None = None
+        #: Each flash read's factor on its time, called once per read in order (slow reads); None: all at rate.
+        self.flash_read_factor: Callable[[], float] | None = None
 
     def _kernel(self, p: Pass) -> KernelStore:
         assert p.kernel is not None
@@ -159,6 +161,8 @@ class MemoryX:
                 with self.flash_channel.request() as req:
                     yield req
                     dt = per_chunk / self.flash_read_Bps
+                    if self.flash_read_factor is not None:
+                        dt *= self.flash_read_factor()
                     t0 = env.now
                     yield env.all_of([env.timeout(dt), self.dram.transfer(per_chunk)])  # lands in DRAM staging
                     dt = env.now - t0

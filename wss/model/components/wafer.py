@@ -82,6 +82,8 @@ class WaferSettings:
         the block's input, written out at its forward pass and read back before its recompute.
     offload_chunk_bytes
         Size of one chunk of offloaded activations.
+    compute_factors
+        A factor on the compute seconds of each step (per-step noise, ``faults.jitter``); empty: none.
     offload_buffer_bytes
         SRAM for one block input arriving back (the planner's SRAM budget for offload holds two: the one
         being recomputed and the next); a block input leaving is sent from where it is while the
@@ -100,6 +102,7 @@ class WaferSettings:
     offload_chunk_bytes: float = 64 * 2**20
     offload_buffer_bytes: int = 1
     name: str = "wafer"
+    compute_factors: tuple[float, ...] = ()
 
     def offload_chunks(self, total_bytes: float) -> int:
         """Chunks one offloaded block input travels in."""
@@ -147,6 +150,7 @@ class Wafer:
         self._pass = -1
         self.passes: list[PassTiming] = []
         self.compute_s = 0.0
+        self._factor = 1.0  # this step's factor on compute (compute_factors)
         self.loss_times: dict[tuple[int, int], float] = {}
         #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
         self.on_micro_batch_start: Callable[[int, int], None] | None = None
@@ -171,6 +175,7 @@ class Wafer:
             timing.stall_by[cause] = timing.stall_by.get(cause, 0.0) + b - a
 
     def _compute(self, seconds: float, timing: PassTiming) -> Generator[simpy.Event, Any, None]:
+        seconds *= self._factor
         if seconds > 0:
             t0 = self.env.now
             yield self.env.timeout(seconds)
@@ -190,6 +195,8 @@ class Wafer:
         env, cfg = self.env, self.settings
         for p in self.program:
             self._pass = p.index
+            if cfg.compute_factors:
+                self._factor = cfg.compute_factors[p.step]
             timing = PassTiming()
             self.passes.append(timing)
             timing.start = env.now

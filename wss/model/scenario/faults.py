@@ -1,23 +1,39 @@
 """Faults: what makes one wafer or one SwarmX edge unlike the others.
 
-A fault turns a uniform cluster into one where no single wafer stands for the rest, so a scenario
-with faults runs unfolded (docs/unfolded.md).  Two kinds so far:
+Stragglers and degraded links turn a uniform cluster into one where no single wafer stands for the
+rest, so a scenario with them runs unfolded (docs/unfolded.md):
 
 * a **straggler**: one wafer computes ``slowdown`` times slower (thermal throttling, a core region
   remapped around a defect): its kernel cycles and on-wafer ops take that much longer;
 * a **degraded link**: one SwarmX edge, named as in ``wss validate``'s list (``swarmx.l<level>.<child>``),
-  runs both directions at ``bandwidth_factor`` of its bandwidth.
+  runs both directions at ``bandwidth_factor`` of its bandwidth;
+* **jitter**: every wafer's compute in every step takes a random factor of its time (seeded).
+
+Slow flash reads (``flash``) slow MemoryX, which the wafers share: they do not set a wafer apart.
+
+Failures do not change a step (docs/faults.md): they cost time between steps, so a scenario with only
+``failures`` and ``events`` still folds.
+
+* **failures**: wafers fail at random (an MTBF per wafer); the job checkpoints its MemoryX state to
+  storage every so many steps and, after a failure, restarts from the last checkpoint;
+* **events**: scripted failures at given steps, charged to the run's timeline.
 """
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.errors import FieldProblem
-from wss.model.scenario.base import Frozen, Integer, Range, Real, bounded
+from wss.model.scenario.base import BANDWIDTH, Frozen, Integer, Range, Real, bounded
 from wss.model.scenario.validation_errors import did_you_mean
 
-__all__ = ["Straggler", "LinkFault", "FaultsConfig", "fault_problems", "describe_edges"]
+__all__ = ["Straggler", "LinkFault", "JitterConfig", "FlashConfig", "StorageConfig", "FailuresConfig",
+           "FailureEvent", "FaultsConfig", "fault_problems", "describe_edges", "DEFAULT_STORAGE"]
+
+#: The storage preset (configs/storage) that checkpoints go to when ``faults.failures.storage`` is not given.
+DEFAULT_STORAGE = "parallel-fs"
 
 
 class Straggler(Frozen):
@@ -36,15 +52,95 @@ class LinkFault(Frozen):
                                        within=Range(0.0, 1e3, open_low=True))
 
 
+class JitterConfig(Frozen):
+    """Random compute noise: each wafer's compute in each step takes a factor drawn from ``distribution``."""
+
+    distribution: Literal["lognormal"] = Field(
+        "lognormal", description="'lognormal': the factor is exp(N(-sigma^2 / 2, sigma^2)), of mean 1.")
+    sigma: Real = bounded(description="Standard deviation of the factor's logarithm (0.05: about 5%).",
+                          within=Range(0.0, 1.0, open_low=True))
+
+
+class FlashConfig(Frozen):
+    """A tail of slow flash reads in MemoryX's prefetch (seeded)."""
+
+    tail_probability: Real = bounded(description="Fraction of flash reads that are slow (0.01: 1%).",
+                                     within=Range(0.0, 1.0))
+    tail_factor: Real = bounded(description="Factor on a slow read's time (10: ten times as long).",
+                                within=Range(1.0, 1e3))
+
+
+class StorageConfig(Frozen):
+    """Where checkpoints go: a file system the MemoryX nodes write to (presets under configs/storage)."""
+
+    name: str = Field("storage", description="Label of this storage configuration.")
+    write_bandwidth_Bps: Real = bounded(
+        description="Aggregate write bandwidth the training job gets from the storage, bytes/s.", within=BANDWIDTH)
+
+
+class FailuresConfig(Frozen):
+    """Random wafer failures, periodic checkpoints and restarts: what they cost in goodput (docs/faults.md)."""
+
+    mtbf_hours_per_wafer: Real | None = bounded(
+        None,
+        description="Mean time between failures of one wafer's system, hours; a failure of any wafer stops the "
+        "job (cluster MTBF = this / hardware.wafers). None: no random failures (only scripted events).",
+        within=Range(0.0, 1e9, "h", open_low=True),
+    )
+    checkpoint_every_steps: Annotated[Integer, Field(ge=1, le=10**9)] | Literal["auto"] = Field(
+        "auto",
+        description="Steps between checkpoints of the MemoryX state; 'auto' = the interval with the highest "
+        "expected goodput (needs mtbf_hours_per_wafer). Range: 1 to 1,000,000,000 or 'auto'.",
+    )
+    restart_s: Real = bounded(
+        description="Seconds from a failure to training again (replace or fence the wafer, reload the last "
+        "checkpoint, restart the job), not counting the steps lost since that checkpoint.",
+        within=Range(0.0, 1e7, "s"))
+    storage: StorageConfig = Field(
+        description="Checkpoint storage: a preset name under configs/storage or its fields "
+        f"(default: {DEFAULT_STORAGE}).")
+    train_steps: Integer | None = bounded(
+        None, description="Steps of the whole training run, for its expected time to train (or train_tokens).",
+        within=Range(1, 1e12))
+    train_tokens: Real | None = bounded(
+        None, description="Tokens (samples for feature models) of the whole training run: train_steps is this "
+        "over the tokens of one step, rounded up.", within=Range(0.0, 1e18, open_low=True))
+
+
+class FailureEvent(Frozen):
+    """A scripted failure: a wafer fails at the end of a step, before that step's checkpoint."""
+
+    at_step: Integer = bounded(description="The step (0 to training.steps - 1) whose end the failure interrupts.",
+                               within=Range(0, 1e6))
+    wafer: Integer = bounded(description="Index of the failing wafer, 0 to hardware.wafers - 1.",
+                             within=Range(0, 1e6))
+    kind: Literal["fail"] = Field("fail", description="What happens: 'fail' (the job restarts from its last "
+                                  "checkpoint).")
+
+
 class FaultsConfig(Frozen):
-    """What differs between wafers and edges; empty by default (a uniform cluster)."""
+    """What differs between wafers and edges, and what goes wrong over a run; empty by default (a uniform
+    cluster that never fails)."""
 
     stragglers: list[Straggler] = Field(default_factory=list, description="Wafers that compute slower.")
     links: list[LinkFault] = Field(default_factory=list, description="SwarmX edges at part of their bandwidth.")
+    jitter: JitterConfig | None = Field(
+        None, description="Per wafer, per step compute noise, seeded from the scenario's seed.")
+    flash: FlashConfig | None = Field(None, description="Slow flash reads in MemoryX's prefetch, seeded.")
+    failures: FailuresConfig | None = Field(
+        None, description="Random failures, checkpoints and restarts: goodput and time to train (docs/faults.md).")
+    events: list[FailureEvent] = Field(
+        default_factory=list, description="Scripted failures in the simulated steps (need failures).")
 
     @property
     def any(self) -> bool:
-        return bool(self.stragglers or self.links)
+        """Does the scenario give any fault at all?"""
+        return bool(self.sets_wafers_apart or self.flash is not None or self.failures is not None or self.events)
+
+    @property
+    def sets_wafers_apart(self) -> bool:
+        """Does a fault make one wafer or edge unlike the others (so the run must unfold)?"""
+        return bool(self.stragglers or self.links or self.jitter is not None)
 
     def slowdowns(self) -> dict[int, float]:
         """Wafer -> factor on its compute time (several entries for one wafer multiply)."""
@@ -60,16 +156,48 @@ class FaultsConfig(Frozen):
             out[f.edge] = out.get(f.edge, 1.0) * f.bandwidth_factor
         return out
 
-    def describe(self) -> str:
-        """'wafer 3 1.5x slower, edge swarmx.l2.5 at 0.5x bandwidth'."""
+    def describe(self, apart_only: bool = False) -> str:
+        """'wafer 3 1.5x slower, edge swarmx.l2.5 at 0.5x bandwidth'; with ``apart_only``, only the faults that
+        set a wafer apart (why the run unfolds)."""
         parts = [f"wafer {w} {s:g}x slower" for w, s in sorted(self.slowdowns().items())]
         parts += [f"edge {e} at {f:g}x bandwidth" for e, f in sorted(self.bandwidth_factors().items())]
+        if self.jitter is not None:
+            parts.append(f"compute jitter {self.jitter.distribution} sigma {self.jitter.sigma:g}")
+        if apart_only:
+            return ", ".join(parts)
+        if self.flash is not None:
+            parts.append(f"{self.flash.tail_probability:g} of flash reads {self.flash.tail_factor:g}x slower")
+        if self.failures is not None and self.failures.mtbf_hours_per_wafer is not None:
+            parts.append(f"wafer MTBF {self.failures.mtbf_hours_per_wafer:g} h")
+        parts += [f"wafer {e.wafer} fails at step {e.at_step}" for e in self.events]
         return ", ".join(parts)
 
     @model_serializer(mode="wrap")
     def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> dict:
         data = handler(self)
         return {k: v for k, v in data.items() if v}
+
+
+def _failure_problems(faults: FaultsConfig, wafers: int, steps: int) -> list[FieldProblem]:
+    """Scripted failures out of range or without a checkpoint policy; 'auto' without an MTBF; two run lengths."""
+    problems = []
+    f = faults.failures
+    for i, e in enumerate(faults.events):
+        if e.wafer >= wafers:
+            problems.append(FieldProblem(f"faults.events.{i}.wafer", f"wafer {e.wafer} is out of range: "
+                                         f"hardware.wafers is {wafers} (wafers 0 to {wafers - 1})"))
+        if e.at_step >= steps:
+            problems.append(FieldProblem(f"faults.events.{i}.at_step", f"step {e.at_step} is out of range: "
+                                         f"training.steps is {steps} (steps 0 to {steps - 1})"))
+    if faults.events and f is None:
+        problems.append(FieldProblem("faults.events", "scripted failures need faults.failures (restart_s and "
+                                     "checkpoint_every_steps say what a failure costs)"))
+    if f is not None and f.checkpoint_every_steps == "auto" and f.mtbf_hours_per_wafer is None:
+        problems.append(FieldProblem("faults.failures.checkpoint_every_steps", "auto chooses the interval from "
+                                     "the failure rate: set faults.failures.mtbf_hours_per_wafer, or a number"))
+    if f is not None and f.train_steps is not None and f.train_tokens is not None:
+        problems.append(FieldProblem("faults.failures.train_tokens", "give train_steps or train_tokens, not both"))
+    return problems
 
 
 def describe_edges(edges: list[str]) -> str:
@@ -81,8 +209,10 @@ def describe_edges(edges: list[str]) -> str:
     return ", ".join(f"{p}.{c[0]}" if len(c) == 1 else f"{p}.{c[0]}-{c[-1]}" for p, c in levels.items())
 
 
-def fault_problems(faults: FaultsConfig, wafers: int, edges: list[str], fold_wafers: object) -> list[FieldProblem]:
-    """Wafer indexes out of range, unknown edges (with the closest name), and faults on a folded run."""
+def fault_problems(faults: FaultsConfig, wafers: int, edges: list[str], fold_wafers: object,
+                   steps: int = 1) -> list[FieldProblem]:
+    """Wafer indexes out of range, unknown edges (with the closest name), faults on a folded run, and
+    failure settings that do not fit together."""
     problems = []
     for i, s in enumerate(faults.stragglers):
         if s.wafer >= wafers:
@@ -95,7 +225,8 @@ def fault_problems(faults: FaultsConfig, wafers: int, edges: list[str], fold_waf
             problems.append(FieldProblem(f"faults.links.{i}.edge",
                                          f"unknown edge {f.edge!r}{did_you_mean(f.edge, edges)} "
                                          f"(the edges of this tree: {describe_edges(edges)})"))
-    if faults.any and fold_wafers is True:
+    problems += _failure_problems(faults, wafers, steps)
+    if faults.sets_wafers_apart and fold_wafers is True:
         problems.append(FieldProblem("simulation.fold_wafers",
                                      "true cannot show faults (one wafer and one tree path stand for all): "
                                      "set it to auto or false"))

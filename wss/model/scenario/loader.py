@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wss.errors import FieldProblem, ScenarioError, quote, shorten
-from wss.model.scenario.faults import fault_problems
+from wss.model.scenario.faults import DEFAULT_STORAGE, fault_problems
 from wss.model.scenario.limits import work_checks
 from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
@@ -116,6 +116,7 @@ def load_scenario(
     raw = apply_overrides(raw, selectors, label)
     raw = _resolve_presets(raw, label, lines, overridden)
     raw = apply_overrides(raw, fields, label)
+    raw = _resolve_storage(raw, label, lines, overridden)  # again: an override may give faults.failures whole
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
@@ -327,6 +328,26 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: l
         if model is not None:
             wl["model"] = model
         raw["workload"] = wl
+    return _resolve_storage(raw, label, lines, overridden)
+
+
+def _resolve_storage(raw: dict[str, Any], label: str, lines: dict, overridden: list[str]) -> dict[str, Any]:
+    """``faults.failures.storage``: a preset name under configs/storage (default: DEFAULT_STORAGE) or fields."""
+    faults = raw.get("faults")
+    failures = faults.get("failures") if isinstance(faults, dict) else None
+    if not isinstance(failures, dict):
+        return raw
+    raw = copy.deepcopy(raw)
+    failures = raw["faults"]["failures"]
+    storage = failures.get("storage", DEFAULT_STORAGE)
+    if isinstance(storage, str):
+        storage = {"preset": storage}
+    if isinstance(storage, dict) and "preset" in storage:
+        storage = dict(storage)
+        name = storage.pop("preset")
+        base = _preset("storage", name, ("faults", "failures", "storage", "preset"), label, lines, overridden)
+        base.setdefault("name", name)
+        failures["storage"] = _deep_merge(base, storage)
     return raw
 
 
@@ -362,7 +383,8 @@ def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> 
 def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems = _cluster_limit_checks(s)
     hw = s.hardware
-    problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers)
+    problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers,
+                               s.training.steps)
     model = s.workload.model
     problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:

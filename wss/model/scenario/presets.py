@@ -6,6 +6,7 @@ Layout::
     configs/memoryx/<name>.yaml    one MemoryX configuration
     configs/swarmx/<name>.yaml     one SwarmX configuration
     configs/hardware/<name>.yaml   a cluster: names a wafer, memoryx and swarmx preset, inputs, wafers
+    configs/storage/<name>.yaml    checkpoint storage (faults.failures.storage)
     configs/models/<family>.yaml   a mapping of model name -> ModelConfig fields
 
 Every number in a preset carries its source and confidence in a comment
@@ -24,7 +25,7 @@ from wss.errors import quote
 
 __all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
 
-PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime")
+PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime", "storage")
 
 
 class PresetNotFound(KeyError):

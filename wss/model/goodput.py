@@ -1,0 +1,167 @@
+"""Failures, checkpoints and goodput: what random wafer failures cost a training run.
+
+A failure does not change a step; it costs time between steps.  The job writes a checkpoint of
+MemoryX's state (weights and optimizer state) to storage every ``K`` steps; when any wafer fails,
+the job restarts (``R`` seconds) and runs again the steps since the last checkpoint.
+
+The expected-value model (docs/faults.md).  Failures of the job arrive as a Poisson process of rate
+``lam = wafers / MTBF_wafer`` (cluster MTBF ``M = 1 / lam``), also during checkpoints and restarts.
+A segment of ``K`` steps of ``T`` seconds and its checkpoint of ``C`` seconds lasts ``tau = K T + C``
+without failure.  Its expected wall time, with every failure costing the work since the segment
+began plus a restart, is (Daly, "A higher order estimate of the optimum checkpoint interval for
+restart dumps", 2006)::
+
+    E(K) = (exp(lam R) / lam) (exp(lam tau) - 1)
+
+and the goodput is ``K T / E(K)``.  Setting its derivative in ``K`` to zero gives, with
+``x = lam tau``, ``1 - exp(-x) = x - lam C``, solved here by bisection; for ``C << M`` its root
+approaches Young's interval ``K T = sqrt(2 C M)`` ("A first order approximation to the optimum
+checkpoint interval", Young, 1974).
+"""
+
+from __future__ import annotations
+
+import math
+
+from wss.errors import FieldProblem, InfeasibleError
+from wss.model.plan import Plan
+from wss.model.results import FailureSummary, RunSpan, StepRecord
+from wss.model.scenario.faults import FailuresConfig, FaultsConfig
+
+__all__ = ["checkpoint_bytes", "checkpoint_seconds", "segment_seconds", "goodput", "best_interval",
+           "failure_summary", "run_timeline"]
+
+#: Beyond exp(this) a segment is expected to last longer than any run: it practically never completes.
+_EXP_LIMIT = 700.0
+
+#: MemoryX's state components a checkpoint holds: the gradient accumulators are empty between steps.
+CHECKPOINTED = ("weights", "moments")
+
+
+def checkpoint_bytes(plan: Plan) -> float:
+    """Bytes of one checkpoint: every MemoryX state component but the gradient accumulators."""
+    return sum(sum(where.values()) for c, where in plan.memoryx_components.items() if c in CHECKPOINTED)
+
+
+def checkpoint_seconds(plan: Plan, failures: FailuresConfig) -> float:
+    """Seconds to write a checkpoint: the slowest stage of a pipelined copy from MemoryX's DRAM and flash,
+    through its network ports, to storage."""
+    mx = plan.scenario.hardware.memoryx
+    parts = {c: where for c, where in plan.memoryx_components.items() if c in CHECKPOINTED}
+    dram = sum(w.get("dram", 0.0) for w in parts.values())
+    flash = sum(w.get("flash", 0.0) for w in parts.values())
+    total = dram + flash
+    read = dram / (mx.shards * mx.dram_bandwidth_Bps) + flash / (mx.shards * mx.flash_read_bandwidth_Bps)
+    network = total / (mx.shards * mx.network_bandwidth_Bps)
+    return max(read, network, total / failures.storage.write_bandwidth_Bps)
+
+
+def segment_seconds(k: int, step_s: float, checkpoint_s: float, restart_s: float, rate: float) -> float:
+    """Expected wall seconds of ``k`` steps and their checkpoint under failures of ``rate`` per second."""
+    tau = k * step_s + checkpoint_s
+    if rate == 0.0:
+        return tau
+    if rate * (restart_s + tau) > _EXP_LIMIT:
+        return math.inf
+    return math.exp(rate * restart_s) * math.expm1(rate * tau) / rate
+
+
+def goodput(k: int, step_s: float, checkpoint_s: float, restart_s: float, rate: float) -> float:
+    """Expected fraction of wall time spent on kept steps, with a checkpoint every ``k`` steps."""
+    return k * step_s / segment_seconds(k, step_s, checkpoint_s, restart_s, rate)
+
+
+def best_interval(step_s: float, checkpoint_s: float, restart_s: float, rate: float) -> int:
+    """The checkpoint interval in steps with the highest expected goodput (``rate > 0``).
+
+    The continuous optimum solves ``1 - exp(-x) = x - rate C`` for ``x = rate (K T + C)`` in
+    ``(rate C, rate C + 1)``; the best whole number of steps is next to it.
+    """
+    lc = rate * checkpoint_s
+    lo, hi = lc, lc + 1.0
+    for _ in range(200):  # g(x) = 1 - exp(-x) - x + lc falls from positive at lo to negative at hi
+        mid = 0.5 * (lo + hi)
+        if -math.expm1(-mid) - mid + lc > 0:
+            lo = mid
+        else:
+            hi = mid
+    k = (0.5 * (lo + hi) - lc) / (rate * step_s)
+    candidates = {max(1, math.floor(k)), max(1, math.ceil(k))}
+    return max(sorted(candidates), key=lambda n: goodput(n, step_s, checkpoint_s, restart_s, rate))
+
+
+def run_timeline(steps: list[StepRecord], faults: FaultsConfig, every: int, checkpoint_s: float,
+                 restart_s: float) -> list[RunSpan]:
+    """The simulated steps on the wall clock, with a checkpoint after every ``every``-th step and each
+    scripted failure (at the end of its step, before that step's checkpoint) costing a restart and the
+    steps since the last checkpoint, run again for the time they took."""
+    fails: dict[int, list[int]] = {}
+    for e in sorted(faults.events, key=lambda e: (e.at_step, e.wafer)):
+        fails.setdefault(e.at_step, []).append(e.wafer)
+    spans: list[RunSpan] = []
+    t, saved = 0.0, -1  # saved: the last checkpointed step
+    for rec in steps:
+        i = rec.step
+        spans.append(RunSpan(kind="step", step=i, start_s=t, end_s=t + rec.time_s))
+        t += rec.time_s
+        for wafer in fails.get(i, []):
+            spans.append(RunSpan(kind="restart", step=i, start_s=t, end_s=t + restart_s, wafer=wafer,
+                                 lost_steps=i - saved))
+            t += restart_s
+            for lost in steps[saved + 1:i + 1]:
+                spans.append(RunSpan(kind="redo", step=lost.step, start_s=t, end_s=t + lost.time_s))
+                t += lost.time_s
+        if (i + 1) % every == 0:
+            spans.append(RunSpan(kind="checkpoint", step=i, start_s=t, end_s=t + checkpoint_s))
+            t += checkpoint_s
+            saved = i
+    return spans
+
+
+def _train_steps(plan: Plan, failures: FailuresConfig) -> int | None:
+    if failures.train_steps is not None:
+        return failures.train_steps
+    if failures.train_tokens is not None:
+        per_step = plan.scenario.training.global_batch * plan.tokens_per_sample
+        return max(1, math.ceil(failures.train_tokens / per_step))
+    return None
+
+
+def failure_summary(plan: Plan, step_s: float, steps: list[StepRecord]) -> FailureSummary | None:
+    """Goodput, the checkpoint interval and the expected time to train; None without ``faults.failures``."""
+    s = plan.scenario
+    f = s.faults.failures
+    if f is None:
+        return None
+    c = checkpoint_seconds(plan, f)
+    mtbf = f.mtbf_hours_per_wafer * 3600.0 / s.hardware.wafers if f.mtbf_hours_per_wafer is not None else None
+    rate = 1.0 / mtbf if mtbf is not None else 0.0
+    auto = f.checkpoint_every_steps == "auto"
+    k = best_interval(step_s, c, f.restart_s, rate) if auto else int(f.checkpoint_every_steps)
+    segment = segment_seconds(k, step_s, c, f.restart_s, rate)
+    if not math.isfinite(segment):
+        raise InfeasibleError(s.name, [FieldProblem(
+            "faults.failures.mtbf_hours_per_wafer",
+            f"the job fails every {mtbf:.3g} s on average, and {k} steps with a checkpoint and a restart take "
+            f"{k * step_s + c + f.restart_s:.3g} s: it would practically never finish")])
+    total = _train_steps(plan, f)
+    to_train = None
+    if total is not None:
+        whole, rest = divmod(total, k)
+        to_train = whole * segment + (segment_seconds(rest, step_s, c, f.restart_s, rate) if rest else 0.0)
+    timeline = run_timeline(steps, s.faults, k, c, f.restart_s)
+    return FailureSummary(
+        cluster_mtbf_s=mtbf,
+        checkpoint_bytes=checkpoint_bytes(plan),
+        checkpoint_s=c,
+        restart_s=f.restart_s,
+        checkpoint_every_steps=k,
+        chosen_by="auto" if auto else "scenario",
+        young_daly_steps=math.sqrt(2.0 * c * mtbf) / step_s if mtbf is not None else None,
+        goodput=k * step_s / segment,
+        expected_s_per_step=segment / k,
+        train_steps=total,
+        expected_time_to_train_s=to_train,
+        run_time_s=timeline[-1].end_s if timeline else 0.0,
+        timeline=timeline,
+    )
