@@ -61,7 +61,9 @@ def test_sigterm_during_simulate_leaves_every_output_or_none_and_no_temporary_fi
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert "Traceback" not in err
-    assert proc.returncode in (0, EXIT_TERMINATED), err
+    # -SIGTERM: the signal came after wss had finished and given the signal back to Python's default, as the
+    # process exits (seen on a loaded machine); everything was written by then.
+    assert proc.returncode in (0, EXIT_TERMINATED, -signal.SIGTERM), err
     assert _leftovers(tmp_path) == []
     if proc.returncode == EXIT_TERMINATED:
         assert err.strip().endswith("terminated")

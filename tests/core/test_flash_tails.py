@@ -70,7 +70,7 @@ def test_flash_tails_are_deterministic_and_bad_ones_are_errors():
     raw = _raw(tail_probability=0.2, tail_factor=3)
     raw["training"]["steps"] = 2
     assert wss.simulate(raw).to_json() == wss.simulate(json.loads(json.dumps(raw))).to_json()
-    for flash, words in (({"tail_probability": 1.5, "tail_factor": 2}, "less than or equal to 1"),
-                         ({"tail_probability": 0.1, "tail_factor": -2}, "greater than or equal to 1")):
+    for flash, words in (({"tail_probability": 1.5, "tail_factor": 2}, "must be at most 1"),
+                         ({"tail_probability": 0.1, "tail_factor": -2}, "must be at least 1")):
         with pytest.raises(wss.ScenarioError, match=words):
             wss.load_scenario(_raw(**flash))

@@ -42,8 +42,8 @@ def _calibrated(ratio: float, young_steps: float = 2000.0, restart: float = 0.01
     whose Young interval is ``young_steps`` steps: the storage bandwidth and the MTBF are set from one plain
     run."""
     base = wss.simulate(_raw(checkpoint_every_steps=1, restart_s=0,
-                             storage={"write_bandwidth_Bps": 1.0}))
-    t, c_at_1 = base.step_time_s, base.failures.checkpoint_s  # bytes / 1 B/s
+                             storage={"write_bandwidth_Bps": 1e3}))  # the slowest storage a scenario may give
+    t, c_at_1 = base.step_time_s, base.failures.checkpoint_s * 1e3  # bytes / 1 B/s
     c = young_steps * t * math.sqrt(ratio / 2)   # sqrt(2 C M) = young_steps x T with C = ratio x M
     m = c / ratio
     return _raw(mtbf_hours_per_wafer=m * 4 / 3600, restart_s=restart * m,
@@ -175,7 +175,7 @@ def test_expected_time_to_train_adds_the_segments():
     ("faults", "path", "words"),
     [
         ({"failures": {"mtbf_hours_per_wafer": -5, "restart_s": 60}}, "faults.failures.mtbf_hours_per_wafer",
-         "greater than 0"),
+         "must be more than 0"),
         ({"failures": {"mtbf_hours_per_wafer": ".inf", "restart_s": 60}}, "faults.failures.mtbf_hours_per_wafer",
          "finite"),
         ({"failures": {"mtbf_hours_per_wafer": 5, "restart_s": -1}}, "faults.failures.restart_s", "0"),

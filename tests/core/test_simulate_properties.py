@@ -200,7 +200,10 @@ def test_a_slower_part_never_shortens_the_step(raw, rate, factor):
     plan = wss.plan(base)
     pin = {"training.activation_checkpointing": plan.checkpointing, "training.micro_batch": max(plan.micro_batches)}
     base = build(raw, pin)
-    slower = build(raw, {**pin, rate: get(base, rate) * factor})
+    try:
+        slower = build(raw, {**pin, rate: get(base, rate) * factor})
+    except wss.ScenarioError:
+        assume(False)  # slowed below the field's range (a clock under 1 MHz): no machine to compare
     r0, cluster = simulate_detailed(base)
     t0 = r0.step_time_s
     t1 = wss.simulate(slower).step_time_s

@@ -101,8 +101,29 @@ def _title(name: str) -> str:
     return f"{text} [{unit}]" if unit else text
 
 
+#: JSON Schema's names of the bounds pydantic leaves under their Python names where a field's number type has
+#: a validator before it (wss's strict numbers): without this an editor would check no range at all.
+_BOUND_KEYWORDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+
+
 def _pydantic_schema(model: type) -> dict[str, Any]:
-    return copy.deepcopy(model.model_json_schema())  # type: ignore[attr-defined]
+    schema = copy.deepcopy(model.model_json_schema())  # type: ignore[attr-defined]
+    _json_bounds(schema)
+    return schema
+
+
+def _json_bounds(node: Any) -> None:
+    """Rename ``ge``/``gt``/``le``/``lt`` to JSON Schema's keywords wherever a number schema carries them."""
+    if isinstance(node, dict):
+        if node.get("type") in ("number", "integer"):
+            for key, keyword in _BOUND_KEYWORDS.items():
+                if key in node:
+                    node.setdefault(keyword, node.pop(key))
+        for value in node.values():
+            _json_bounds(value)
+    elif isinstance(node, list):
+        for value in node:
+            _json_bounds(value)
 
 
 def _retitle(schema: dict[str, Any]) -> None:
