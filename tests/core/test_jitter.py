@@ -67,7 +67,8 @@ def test_jitter_is_seeded_and_deterministic():
     assert other.step_time_s != wss.Result.model_validate_json(a).step_time_s
 
 
-@pytest.mark.parametrize(("jitter", "words"), [({"sigma": -0.1}, "must be more than 0"), ({"sigma": 2}, "must be at most 1"),
+@pytest.mark.parametrize(("jitter", "words"), [({"sigma": -0.1}, "must be more than 0"),
+                                               ({"sigma": 2}, "must be at most 1"),
                                                ({"sigma": 0.1, "distribution": "normal"}, "lognormal")])
 def test_bad_jitter_is_a_clear_error(jitter: dict, words: str):
     with pytest.raises(ScenarioError) as err:
