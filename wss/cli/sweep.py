@@ -243,11 +243,9 @@ def format_table(df, varied: list[str], width: int = 60) -> str:
     if any(errors):
         cols.append("error")
         cells.append([e if len(e) <= width else e[: width - 3] + "..." for e in errors])
-    widths = [max(len(c), *(len(x) for x in col)) if col else len(c) for c, col in zip(cols, cells)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
-    for r in range(len(df)):
-        lines.append("  ".join(col[r].ljust(w) for col, w in zip(cells, widths)).rstrip())
-    return "\n".join(lines)
+    from wss.views.table import text_table
+
+    return "\n".join(text_table(cols, [[col[r] for col in cells] for r in range(len(df))]))
 
 
 def _cell(v: Any) -> str:

@@ -510,12 +510,9 @@ def format_table(comparison: Comparison, all_rows: bool = False) -> str:
          r.verdict if r.gated or r.verdict == OK else f"{r.verdict} (not gated)")
         for r in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(header) - 1)]
-    lines = []
-    for i, c in enumerate(cells):
-        lines.append("  ".join(f"{v:<{w}}" for v, w in zip(c, widths)) + "  " + c[-1])
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(header[-1]))
+    from wss.views.table import text_table
+
+    lines = text_table(cells[0], cells[1:])
     if comparison.baseline_version != comparison.current_version:
         versions = f"wss {comparison.baseline_version}, now wss {comparison.current_version}"
         lines.append(f"(baseline recorded with {versions})")

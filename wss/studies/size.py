@@ -235,17 +235,19 @@ def format_size(df: pd.DataFrame) -> str:
     cost = "cost" in df.columns
     head = (f"{a['scenario']}: {a['tokens']:.3g} tokens, global batch {a['global_batch']} per step at every size"
             + (f"; target {a['target']}" if a["target"] else ""))
-    cols = f"{'wafers':>7} {'step time':>10} {'tokens/s':>10} {'days':>9} {'eff.':>6} {'wafer-h':>10} {'MWh':>9}"
-    lines = [head, cols + (f" {'cost':>12}" if cost else "")]
+    header = ["wafers", "step time", "tokens/s", "days", "eff.", "wafer-h", "MWh", *(["cost"] if cost else []), ""]
+    rows, errors = [], []
     for _, r in df.iterrows():
-        mark = "  <- recommended" if r["recommended"] else ""
         if r["status"] != "ok":
-            lines.append(f"{r['wafers']:>7} {'error: ' + str(r['error'])}")
+            errors.append(f"{r['wafers']} wafers: error: {r['error']}")
             continue
-        line = (f"{r['wafers']:>7} {_fmt(r['step_time_s'], '.4g') + ' s':>10} {_fmt(r['tokens_per_s'], '.4g'):>10} "
-                f"{_fmt(r['days'], '.4g'):>9} {_fmt(r['efficiency'], '.1%'):>6} {_amount(r['wafer_hours']):>10} "
-                f"{_amount(r['energy_kWh'] / 1e3):>9}")
-        lines.append(line + (f" {_amount(r['cost']):>12}" if cost else "") + mark)
+        rows.append([str(r["wafers"]), _fmt(r["step_time_s"], ".4g") + " s", _fmt(r["tokens_per_s"], ".4g"),
+                     _fmt(r["days"], ".4g"), _fmt(r["efficiency"], ".1%"), _amount(r["wafer_hours"]),
+                     _amount(r["energy_kWh"] / 1e3), *([_amount(r["cost"])] if cost else []),
+                     "<- recommended" if r["recommended"] else ""])
+    from wss.views.table import text_table
+
+    lines = [head, *text_table(header, rows, [">"] * (len(header) - 1) + ["<"]), *errors]
     lines.append(conclusion(df))
     return "\n".join(line for line in lines if line)
 

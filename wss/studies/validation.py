@@ -464,11 +464,9 @@ def format_table(outcomes: list[Outcome]) -> str:
     """A plain-text table for the terminal, one case per line under its file name (the figures and their
     sources are in the Markdown table, ``wss reproduce --markdown``, and docs/validation.md)."""
     cols = ["case", "published", "simulated", "error", "criterion", "pass"]
-    data = rows(outcomes)
-    width = {c: max([len(c)] + [len(r[c]) for r in data]) for c in cols}
-    line = "  ".join(c.ljust(width[c]) for c in cols).rstrip()
-    out = [line, "  ".join("-" * width[c] for c in cols)]
-    out += ["  ".join(r[c].ljust(width[c]) for c in cols).rstrip() for r in data]
+    from wss.views.table import text_table
+
+    out = text_table(cols, [[r[c] for c in cols] for r in rows(outcomes)])
     out.append(tally(outcomes))
     return "\n".join(out)
 

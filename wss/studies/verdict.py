@@ -123,11 +123,11 @@ class Verdict(_Model):
         ]
         if self.candidates:
             lines.append("  re-simulated with one change (new step time, change):")
-            width = max(len(c.change) for c in self.candidates) + 3
-            for c in self.candidates:
-                delta = f"{-c.gain:+.1%}" if abs(c.gain) >= 5e-4 else "0.0%"
-                lines.append(f"    {c.change + f' x{c.factor:g}':<{width + 4}} {fmt_time(c.step_time_s):>10}  "
-                             f"{delta:>7}")
+            from wss.views.table import text_table
+
+            rows = [[c.change + f" x{c.factor:g}", fmt_time(c.step_time_s),
+                     f"{-c.gain:+.1%}" if abs(c.gain) >= 5e-4 else "0.0%"] for c in self.candidates]
+            lines += ["    " + line for line in text_table(["", "", ""], rows, "<>>", rule=False)[1:]]
         lines.append(f"  best: {self.best_change}")
         return "\n".join(lines)
 

@@ -24,6 +24,7 @@ from typing import Any
 from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.views.report import group_rows, kernel_table
 from wss.views.summary import fmt_bytes, fmt_time
+from wss.views.table import text_table
 
 __all__ = ["DiffRow", "ResultDiff", "compare_results", "format_diff", "diff_json", "scenario_changes",
            "layer_seconds", "MIN_STEP_FRACTION", "MARK"]
@@ -212,9 +213,7 @@ def format_diff(diff: ResultDiff, label_a: str, label_b: str, layers: int | None
             title = "layer (wafer time per step)" if section == "layer" else section
             table.append([title, "", "", "", ""])
         table.append([f"  {r.name}", _fmt(r.a, r.unit), _fmt(r.b, r.unit), _fmt_change(r), MARK if r.flagged else ""])
-    widths = [max(len(row[i]) for row in table) for i in range(5)]
-    lines = [f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]:>{widths[3]}}  "
-             f"{row[4]}".rstrip() for row in table]
+    lines = text_table(table[0], table[1:], ["<", ">", ">", ">", "<"], rule=False)
     if hidden:
         lines.append(f"  ... {hidden} more layers moved less (--layers 0 for all)")
     n = len(diff.flagged)

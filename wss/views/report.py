@@ -22,6 +22,7 @@ from typing import Any
 from wss.files import atomic_write_bytes
 from wss.model.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
 from wss.views.summary import fmt_bytes, fmt_time
+from wss.views.table import text_table
 
 __all__ = ["COLUMNS", "GROUP_COLUMNS", "GROUPS", "SORT_KEYS", "kernel_table", "group_rows", "sort_rows",
            "format_table", "format_totals", "table_csv", "write_csv"]
@@ -219,15 +220,7 @@ def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50, group: 
         columns = (where, ("phase", "<", "phase", str), ("kernels", "<", "kernel", str), *_GROUP_TEXT_COLUMNS)
     shown = list(rows if not limit else rows[:limit])
     cells = [[fmt(row[key]) for _, _, key, fmt in columns] for row in shown]
-    headers = [h for h, *_ in columns]
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
-    aligns = [a for _, a, *_ in columns]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(f"{v:{a}{w}}" for v, a, w in zip(values, aligns, widths)).rstrip()
-
-    out = [line(headers), line(["-" * w for w in widths])]
-    out += [line(c) for c in cells]
+    out = text_table([h for h, *_ in columns], cells, [a for _, a, *_ in columns])
     if len(shown) < len(rows):
         out.append(f"... {len(rows) - len(shown)} more rows (use --limit 0 for all, or --csv FILE)")
     return "\n".join(out)
