@@ -16,7 +16,7 @@ COMMANDS = [name for module in app.COMMAND_MODULES for name in module.COMMANDS]
 def test_every_command_is_owned_by_exactly_one_module():
     assert len(COMMANDS) == len(set(COMMANDS))
     assert set(COMMANDS) == {"simulate", "validate", "presets", "plan", "plot", "report", "baseline", "check",
-                             "estimate", "reproduce", "sweep", "size", "schema", "diff"}
+                             "estimate", "reproduce", "sweep", "size", "schema", "diff", "completion"}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -56,6 +56,8 @@ def test_a_wss_error_from_any_command_is_one_line_and_exit_2(module, monkeypatch
         argv = [command, "result.json"]
     if command == "diff":
         argv = [command, "a.json", "b.json"]
+    if command == "completion":
+        argv = [command, "bash"]
     assert main(argv) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
     assert captured.err == "error: something the user can fix\n" and captured.out == ""

@@ -50,7 +50,7 @@ from collections.abc import Iterator  # noqa: E402
 from types import ModuleType  # noqa: E402
 
 from wss._version import __version__  # noqa: E402
-from wss.cli import check, diff, fidelity, plan, schema, see, simulate, sweep  # noqa: E402
+from wss.cli import check, completion, diff, fidelity, plan, schema, see, simulate, sweep  # noqa: E402
 from wss.cli import size as size_cmd  # noqa: E402
 from wss.cli.common import (  # noqa: E402
     EXIT_BAD_INPUT,
@@ -69,7 +69,8 @@ from wss.errors import SimulationStalled, WssError  # noqa: E402
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Every command module, in the order their commands appear in ``wss --help``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, diff, check, fidelity, sweep, size_cmd, schema)
+COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, diff, check, fidelity, sweep, size_cmd, schema,
+                                            completion)
 
 
 def build_parser() -> argparse.ArgumentParser:
