@@ -97,3 +97,17 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, "split these into named steps: " + "; ".join(long)
+
+
+def test_user_facing_text_cites_public_sources_not_private_notes():
+    """Docs, messages, presets and scenarios stand alone: no "seed 00N" or the team's design notes by file name."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    private = re.compile(r"\bseeds?\s*00\d|DESIGN\.md|PARAMETERS\.md|MEASUREMENTS\.md|shared/seeds")
+    files = [root / "README.md", *(root / "docs").rglob("*.md"), *(root / "wss").rglob("*.py"),
+             *(root / "configs").rglob("*.yaml"), *(root / "scenarios").rglob("*.yaml"),
+             *(root / "notebooks").glob("*.ipynb")]
+    hits = [f"{p.relative_to(root)}: {m.group(0)}" for p in files
+            for m in private.finditer(p.read_text(encoding="utf-8"))]
+    assert hits == []
