@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import wss._starting  # noqa: F401  (first: a Ctrl-C while the wss program starts ends it without a traceback)
 from wss._version import __version__
 from wss.errors import InfeasibleError, ScenarioError, WssError
 

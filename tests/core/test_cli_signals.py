@@ -112,10 +112,12 @@ def _signal_during_import(module: str, args: list[str], sig: int, tmp_path: Path
     return proc.returncode, err
 
 
+@pytest.mark.parametrize("module", ["wss.errors", "wss.cli.check"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_wss_imports_its_commands_prints_no_traceback(tmp_path, sig):
-    """Before main() runs: the command modules are loading. Nothing is written yet; wss ends at once, quietly."""
-    code, err = _signal_during_import("wss.cli.check", ["presets"], sig, tmp_path)
+def test_a_signal_while_wss_imports_its_commands_prints_no_traceback(tmp_path, sig, module):
+    """Before main() runs: ``import wss`` itself (wss.errors) or the command modules are loading.  Nothing is
+    written yet; wss ends at once, quietly."""
+    code, err = _signal_during_import(module, ["presets"], sig, tmp_path)
     assert (code, err) == (128 + sig, "")
 
 

@@ -15,44 +15,18 @@ append the module to :data:`COMMAND_MODULES`.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
-import signal
 import sys
-import threading
+from collections.abc import Iterator
+from types import ModuleType
 
-
-def _exit_at_once(signum: int, frame: object) -> None:
-    os._exit(128 + signum)  # nothing is written yet, so there is nothing to clean up
-
-
-def _exit_quietly_while_starting() -> None:
-    """While the ``wss`` program imports its modules, let SIGINT and SIGTERM end it at once, silently.
-
-    Python would print a KeyboardInterrupt traceback instead.  Done first, before anything else of wss
-    loads, and only when this process is the ``wss`` program (its console script or ``python -m wss``):
-    importing wss as a library must not change the signal handling of the program that imports it.
-    ``main`` takes over with :func:`wss.cli.common.signals_as_exceptions`.
-    """
-    program = sys.argv[0].replace(os.sep, "/") if sys.argv and sys.argv[0] else ""
-    named = program.rsplit("/", 1)[-1] in ("wss", "wss.exe")
-    if (named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py"))) and (
-        threading.current_thread() is threading.main_thread()
-    ):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _exit_at_once)
-
-
-_exit_quietly_while_starting()
-
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from types import ModuleType  # noqa: E402
-
-from wss._version import __version__  # noqa: E402
-from wss.cli import check, completion, diff, fidelity, plan, schema, see, simulate, sweep  # noqa: E402
-from wss.cli import size as size_cmd  # noqa: E402
-from wss.cli.common import (  # noqa: E402
+import wss._starting  # noqa: F401  (installs the silent start-up handlers; done already by `import wss`)
+from wss._version import __version__
+from wss.cli import check, completion, diff, fidelity, plan, schema, see, simulate, sweep
+from wss.cli import size as size_cmd
+from wss.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -64,7 +38,7 @@ from wss.cli.common import (  # noqa: E402
     relabel,
     signals_as_exceptions,
 )
-from wss.errors import SimulationStalled, WssError  # noqa: E402
+from wss.errors import SimulationStalled, WssError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
