@@ -9,8 +9,9 @@ the products, from the scenario alone (no plan is made), with upper estimates:
   recompute, backward) x chunks per pass, at most :data:`MAX_CHUNK_PASSES`.  Kernels are counted
   per layer at their most (a transformer block 5, an embedding with positions 2, ...); micro-batches
   at their most too: with ``simulation.fold_micro_batches`` at most 5 are simulated per step, else
-  every one, and an 'auto' micro-batch may be a single sample.  At the simulator's speed on one core
-  the bound is a few minutes;
+  every one, and an 'auto' micro-batch may be a single sample; an unfolded run (faults, uneven shards)
+  counts every wafer, since each is its own process.  At the simulator's speed on one core the bound is
+  a few minutes;
 * **real numerics**: at most :data:`MAX_NUMERICS_PARAMS` trained weights, :data:`MAX_NUMERICS_ACTIVATIONS`
   activations held for one step (global batch x the widths of every layer), and
   :data:`MAX_NUMERICS_WORK` sample-weights over the run (steps x global batch x weights): a few
@@ -38,8 +39,11 @@ __all__ = [
     "FOLDED_MICRO_BATCHES",
 ]
 
-#: Streamed chunk passes one run may simulate (steps x kernels x micro-batches x 3 x chunks per pass).
-MAX_CHUNK_PASSES = 1_000_000
+#: Streamed chunk passes one run may simulate (steps x kernels x micro-batches x 3 x chunks per pass, x wafers
+#: when unfolded).  One unfolded GPT-3 175B step on 192 wafers fits (11,151,360: what one slow wafer does to
+#: the 191 others is a question worth five minutes); at the measured 40,000 unfolded and 100,000 folded chunk
+#: passes a second, the bound is about five minutes of one core.
+MAX_CHUNK_PASSES = 12_000_000
 #: Micro-batches simulated per step when folding (micro-batches 0-3 and the last).
 FOLDED_MICRO_BATCHES = 5
 #: Weights trained for real when numerics are on.
@@ -69,25 +73,39 @@ def work_checks(s: Scenario) -> list[FieldProblem]:
 
 
 def simulated_micro_batches(s: Scenario) -> int:
-    """The most micro-batches a step of this scenario may simulate (before planning: an upper bound)."""
+    """The most micro-batches a step of this scenario may simulate (before planning: an upper bound).
+
+    At most :data:`FOLDED_MICRO_BATCHES` when micro-batches fold; every one when folding is off, when slow
+    flash reads make each micro-batch differ, or when an unfolded run has uneven shards (the rules of
+    :func:`wss.model.simulate.simulate_detailed`).
+    """
+    from wss.model.wafer_folding import uniform_shards, wafer_folding  # lazy: the plan imports this package
+
     per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
     size = s.training.micro_batch
     count = per_wafer if size == "auto" else math.ceil(per_wafer / min(size, per_wafer))
-    return min(count, FOLDED_MICRO_BATCHES) if s.simulation.fold_micro_batches else count
+    folds = (s.simulation.fold_micro_batches and s.faults.flash is None
+             and (wafer_folding(s).folded or uniform_shards(s)))
+    return min(count, FOLDED_MICRO_BATCHES) if folds else count
 
 
 def _simulated_work(s: Scenario) -> list[FieldProblem]:
+    from wss.model.wafer_folding import wafer_folding
+
     kernels = sum(layer.repeat * _kernels_of(layer) for layer in s.workload.model.layers)
     micro = simulated_micro_batches(s)
     chunks = s.simulation.max_chunks_per_kernel
-    work = s.training.steps * kernels * micro * 3 * chunks
+    # Unfolded (faults, uneven shards, fold_wafers false), every wafer runs every pass as its own process.
+    wafers = 1 if wafer_folding(s).folded else s.hardware.wafers
+    work = s.training.steps * kernels * micro * 3 * chunks * wafers
     if work <= MAX_CHUNK_PASSES:
         return []
     fold = "" if s.simulation.fold_micro_batches else "; simulation.fold_micro_batches: true simulates at most 5"
+    apart = f" x {wafers:,} wafers simulated apart" if wafers > 1 else ""
     return [FieldProblem(
         "training.steps",
         f"the run would simulate up to {work:,} chunk passes ({s.training.steps:,} steps x {kernels:,} streamed "
-        f"kernels x {micro:,} micro-batches x 3 passes x {chunks:,} chunks); a run simulates at most "
+        f"kernels x {micro:,} micro-batches x 3 passes x {chunks:,} chunks{apart}); a run simulates at most "
         f"{MAX_CHUNK_PASSES:,} (a few minutes): lower training.steps, simulation.max_chunks_per_kernel or the "
         f"micro-batch count (training.micro_batch){fold}",
     )]
