@@ -192,6 +192,10 @@ def test_expected_time_to_train_adds_the_segments():
          "faults.events.0.wafer", "wafer 4 is out of range"),
         ({"failures": {"mtbf_hours_per_wafer": 5, "restart_s": 1}, "events": [{"at_step": 2, "wafer": 0}]},
          "faults.events.0.at_step", "step 2 is out of range: training.steps is 2"),
+        # two wafers failing at the end of the same step: the first stops the job, the second costs nothing more
+        ({"failures": {"mtbf_hours_per_wafer": 5, "restart_s": 1},
+          "events": [{"at_step": 1, "wafer": 0}, {"at_step": 1, "wafer": 1}]},
+         "faults.events.1.at_step", "event 0 already fails the job at the end of step 1"),
         ({"failures": {"mtbf_hours_per_wafer": 5, "restart_s": 1}, "events": [{"at_step": 0, "wafer": 0,
                                                                                "kind": "melt"}]},
          "faults.events.0.kind", ""),

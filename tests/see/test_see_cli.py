@@ -160,6 +160,18 @@ def test_result_json_does_not_depend_on_trace_when_micro_batches_fold(tmp_path):
     assert passes == set(range(8))  # every micro-batch is in the trace
 
 
+def test_result_json_does_not_depend_on_trace_when_steps_fold(tmp_path):
+    """12 steps of FC-MNIST fold steps (not micro-batches): the canonical Result is still wss.simulate's."""
+    from wss.model.simulate import would_fold
+
+    scenario = wss.load_scenario(FC_MNIST, {"training.steps": 12})
+    assert would_fold(scenario)
+    args = _parser().parse_args(["simulate", "x.yaml", "--trace", str(tmp_path / "t.json")])
+    result, recorded = simulate(scenario, args)
+    assert result.to_json() == wss.simulate(scenario).to_json()
+    assert recorded is not None and recorded.result.to_json() != result.to_json()  # the run that folds nothing
+
+
 def test_simulate_without_extras_records_nothing():
     args = _parser().parse_args(["simulate", str(FC_MNIST), "--quiet"])
     result, recorded = simulate(wss.load_scenario(FC_MNIST), args)

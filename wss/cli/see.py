@@ -212,13 +212,6 @@ class Recorded:
     cluster: Any
 
 
-def _folds(scenario: Any) -> bool:
-    """Whether wss.simulate would fold micro-batches (then a recorded run is not byte-identical)."""
-    from wss.model.plan import make_plan
-
-    return make_plan(scenario).fold_copies > 0
-
-
 def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded | None]:
     """Simulate for ``wss simulate``; return the canonical Result and, if needed, a recorded run.
 
@@ -239,8 +232,10 @@ def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded 
 
     if not wants_cluster(args):
         return run(False, "simulate")[0], None
+    from wss.model.simulate import would_fold
+
     recorded = Recorded(*run(True, "simulate (recording spans)"))
-    result = run(False, "simulate")[0] if _folds(scenario) else recorded.result
+    result = run(False, "simulate")[0] if would_fold(scenario) else recorded.result
     return result, recorded
 
 

@@ -93,7 +93,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
 
 
 def _step_pacers(cluster: UnfoldedCluster) -> list[StepPacer]:
-    """Each step's busiest part between the representative wafer's starts of it and of the next step (ties:
+    """Each step's busiest part between the end of the step before (its last update) and its own (ties:
     the first wafer, then the first link root first)."""
     names, marks = cluster.busy_parts(), cluster.step_busy
     out = []

@@ -16,7 +16,7 @@ from wss.model.scenario import Scenario, load_scenario
 from wss.model.unfolded import run_unfolded
 from wss.model.wafer_folding import uniform_shards, wafer_folding
 
-__all__ = ["simulate", "simulate_detailed", "plan"]
+__all__ = ["simulate", "simulate_detailed", "plan", "would_fold"]
 
 #: What the run decided and why (``wss -v``): the plan, folding, fallbacks.  The model never configures logging.
 log = logging.getLogger(__name__)
@@ -65,11 +65,7 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    # Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    # micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the folded
-    # cluster (the unfolded one has no step-fold check yet).
-    fold = not record and (folding.folded or uniform_shards(s)) and s.faults.flash is None
-    p = make_plan(s, profiles, fold=fold, fold_steps=folding.folded)
+    p = _folding_plan(s, profiles, record)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps", s.name,
              "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
@@ -81,6 +77,26 @@ def simulate_detailed(
         cluster = _run_less_folded(s, profiles, p, record, progress, run)
     log.debug("%s: %d SimPy events", s.name, cluster.events)
     return measure(cluster, __version__, numerics), cluster
+
+
+def _folding_plan(s: Scenario, profiles: Any, record: bool) -> Plan:
+    """The plan a run simulates, with the micro-batches and steps it may fold.
+
+    Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
+    micro-batch repeats the one before (not with random slow flash reads); a recording run folds nothing.
+    Steps fold only in the folded cluster (the unfolded one has no step-fold check yet).
+    """
+    folded = wafer_folding(s).folded
+    fold = not record and (folded or uniform_shards(s)) and s.faults.flash is None
+    return make_plan(s, profiles, fold=fold, fold_steps=folded)
+
+
+def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
+    """Would :func:`simulate` fold micro-batches or steps?  Then a recording run (every micro-batch and step
+    simulated) gives a Result that differs from it in the last digits, and callers that need the canonical
+    Result (``wss simulate --trace``) must run both."""
+    p = _folding_plan(_as_scenario(scenario), None, record=False)
+    return bool(p.fold_copies or p.step_fold_copies)
 
 
 def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,

@@ -132,7 +132,7 @@ def analyse_steps(snapshots: Mapping[tuple[int, int], Snapshot], timeline: list[
             raise FoldMismatch(f"steps: {key} grew by {d2!r} in step {k - 1} but {d3!r} in step {k}")
         deltas[key] = d3
     b2, b3 = (_causes(timeline, snapshots, mb_fold, step) for step in (k - 1, k))
-    for cause in b2.keys() | b3.keys():
+    for cause in sorted(b2.keys() | b3.keys()):  # sorted: the message names the same cause on every run
         if abs(b2.get(cause, 0.0) - b3.get(cause, 0.0)) > REL_TOL * p3:
             raise FoldMismatch(f"steps: the wafer spent {b2.get(cause, 0.0)!r} s on {cause} in step {k - 1} "
                                f"but {b3.get(cause, 0.0)!r} s in step {k}")

@@ -129,11 +129,12 @@ class LinkGroup(Link):
         self.inbox = path.inbox
 
     def busiest(self) -> tuple[float, float]:
-        """(busy seconds, bytes) of the busiest member."""
+        """The largest busy seconds and the largest bytes over the members (one member on a uniform level; with a
+        degraded edge the slow one is the busiest while every member carries the same bytes)."""
         return max(m.busy_s for m in self.members), max(m.bytes for m in self.members)
 
     def sync(self) -> None:
-        """Copy the busiest member's figures into this view (after a run)."""
+        """Copy the members' largest figures into this view (after a run)."""
         self.busy_s, self.bytes = self.busiest()
         self.chunks = max(m.chunks for m in self.members)
 

@@ -182,7 +182,12 @@ def _failure_problems(faults: FaultsConfig, wafers: int, steps: int) -> list[Fie
     """Scripted failures out of range or without a checkpoint policy; 'auto' without an MTBF; two run lengths."""
     problems = []
     f = faults.failures
+    first_at: dict[int, int] = {}
     for i, e in enumerate(faults.events):
+        if e.at_step in first_at:  # the first failure already stopped the job at that step's end
+            problems.append(FieldProblem(f"faults.events.{i}.at_step", f"event {first_at[e.at_step]} already "
+                                         f"fails the job at the end of step {e.at_step}; one failure per step"))
+        first_at.setdefault(e.at_step, i)
         if e.wafer >= wafers:
             problems.append(FieldProblem(f"faults.events.{i}.wafer", f"wafer {e.wafer} is out of range: "
                                          f"hardware.wafers is {wafers} (wafers 0 to {wafers - 1})"))
