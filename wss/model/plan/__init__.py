@@ -41,7 +41,7 @@ problem before the MemoryX ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wss.model.components.optimizer_costs import OPTIMIZER_COSTS
 from wss.model.kernels.cycles import NnzProfile
@@ -83,8 +83,15 @@ class PlanInputs:
     streams: list[WeightStream]
     samples: list[int]
     candidates: list[Candidate]
-    placement: Placement
+    placement: Placement  # with gradient accumulation over micro-batches
     costing: Costing
+    placement_single: Placement | None = None  # with one micro-batch per step, where it differs
+
+    def placement_for(self, candidate: Candidate) -> Placement:
+        """The placement a candidate runs with: idle accumulators go to flash first without accumulation."""
+        if self.placement_single is not None and len(candidate.micro_batches) == 1:
+            return self.placement_single
+        return self.placement
 
 
 def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInputs:
@@ -98,7 +105,12 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     candidates = micro_batch_candidates(s, ops, retained_weight_bytes(s, specs, streams), max(samples))
     placement = place_state(s, specs, nnz_profiles, opt)
     costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt)
-    return PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing)
+    single: Placement | None = place_state(s, specs, nnz_profiles, opt, accumulates=False)
+    if single is not None and single.component_tiers != placement.component_tiers:
+        costing = replace(costing, single=Costing.of(s, ops, specs, nnz_profiles, streams, single, opt))
+    else:
+        single = None
+    return PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing, single)
 
 
 def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> list[CandidateCost]:
@@ -129,9 +141,10 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     s = scenario
     hw = s.hardware
     inp = plan_inputs(s, profiles)
-    ops, placement = inp.ops, inp.placement
+    ops = inp.ops
     chosen, choice = choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
+    placement = inp.placement_for(chosen)
     return Plan(
         scenario=s,
         ops=ops,

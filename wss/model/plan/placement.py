@@ -78,7 +78,8 @@ class Placement:
 
 
 def place_state(
-    scenario: Scenario, kernels: list[StreamedKernel], profiles: list[NnzProfile], opt: OptimizerCost
+    scenario: Scenario, kernels: list[StreamedKernel], profiles: list[NnzProfile], opt: OptimizerCost,
+    accumulates: bool = True,
 ) -> Placement:
     """Check MemoryX capacity and place every kernel's state components.
 
@@ -90,6 +91,9 @@ def place_state(
         The streamed kernels in forward order and their non-zero profiles.
     opt
         The optimizer's per-parameter cost (state scalars per non-zero).
+    accumulates
+        Whether gradients accumulate over micro-batches: then the accumulators are hotter than the moments
+        and go to DRAM first; with one micro-batch per step they are idle (but for tied weights) and go last.
 
     Raises
     ------
@@ -101,7 +105,8 @@ def place_state(
     state = [sum(p.values()) for p in parts]
     total_state = float(sum(state))
     check_capacity(scenario, total_state, profiles, opt)
-    own_tiers, staging = assign_tiers(scenario, parts, total_state)
+    order = STATE_COMPONENTS if accumulates else ("weights", "moments", "gradient")
+    own_tiers, staging = assign_tiers(scenario, parts, total_state, order)
     tiers = [own_tiers[owners[i]] for i in range(len(own_tiers))]  # tied weights live where their owner's do
     by_component = {c: {"dram": 0.0, "flash": 0.0} for c in STATE_COMPONENTS}
     for p, t in zip(parts, own_tiers):
@@ -158,7 +163,8 @@ def check_capacity(scenario: Scenario, total_state: float, profiles: list[NnzPro
 
 
 def assign_tiers(
-    scenario: Scenario, parts: list[dict[str, float]], total_state: float
+    scenario: Scenario, parts: list[dict[str, float]], total_state: float,
+    order: tuple[str, ...] = STATE_COMPONENTS,
 ) -> tuple[list[StateTiers], float]:
     """Per kernel, the tier of each of its own state components, and the DRAM kept for flash staging.
 
@@ -170,11 +176,11 @@ def assign_tiers(
     mx = scenario.hardware.memoryx
     if total_state <= mx.dram_total_bytes:
         return [StateTiers() for _ in parts], 0.0
-    tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes)
+    tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes, order)
     staging = 0.0
     if any(t.weights == "flash" for t in tiers):
         staging = mx.dram_total_bytes * mx.prefetch_buffer_fraction
-        tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes - staging)
+        tiers, flash_used = _fill_dram(parts, mx.dram_total_bytes - staging, order)
     if flash_used > mx.flash_total_bytes:
         kept = f" (DRAM keeps {mx.prefetch_buffer_fraction:.0%} for prefetch staging)" if staging else ""
         raise infeasible(
@@ -185,11 +191,11 @@ def assign_tiers(
     return tiers, staging
 
 
-def _fill_dram(parts: list[dict[str, float]], budget: float) -> tuple[list[StateTiers], float]:
-    """Components into a DRAM ``budget``, hottest component first, first fit; the rest to flash."""
+def _fill_dram(parts: list[dict[str, float]], budget: float, order: tuple[str, ...]) -> tuple[list[StateTiers], float]:
+    """Components into a DRAM ``budget`` in ``order`` (hottest first), first fit; the rest to flash."""
     where: list[dict[str, str]] = [{} for _ in parts]
     flash_used = 0.0
-    for c in STATE_COMPONENTS:
+    for c in order:
         for i, p in enumerate(parts):
             if p[c] <= budget:
                 where[i][c] = "dram"

@@ -87,6 +87,9 @@ class Costing:
     flash_s: tuple[np.ndarray, tuple[float, float], np.ndarray, np.ndarray]  # ..., then the writes after it
     fill_s: float  # the first chunk across every stage down, and the last gradient chunk up
     input_s: tuple[float, float]  # an input transfer: latency, seconds per sample
+    #: The pricing of one-micro-batch candidates when their placement differs (the gradient accumulators,
+    #: idle without accumulation, then go to flash before the moments do): see placement.place_state.
+    single: Costing | None = None
 
     @classmethod
     def of(
@@ -243,6 +246,8 @@ class Costing:
 
     def cost(self, cand: Candidate, cache: dict[Any, Any]) -> CandidateCost:
         """The analytic step time of one candidate (see the module docstring)."""
+        if self.single is not None and len(cand.micro_batches) == 1:
+            return self.single.cost(cand, cache.setdefault("single placement", {}))
         tokens_per_sample = self.scenario.seq_len
         blocks = cand.checkpointing in ("blocks", "offload")
         offload = cand.checkpointing == "offload"
