@@ -101,6 +101,8 @@ def _simulated_work(s: Scenario) -> list[FieldProblem]:
     if work <= MAX_CHUNK_PASSES:
         return []
     fold = "" if s.simulation.fold_micro_batches else "; simulation.fold_micro_batches: true simulates at most 5"
+    if wafers > 1 and not s.faults.sets_wafers_apart:
+        fold += "; simulation.fold_wafers: true folds the wafers (the busiest stands for all)"
     apart = f" x {wafers:,} wafers simulated apart" if wafers > 1 else ""
     return [FieldProblem(
         "training.steps",

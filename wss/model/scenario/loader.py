@@ -411,7 +411,8 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
         problems.append(FieldProblem("numerics.enabled", "real numerics support models of dense layers only"))
     elif s.numerics.enabled:
         problems += _numerics_activation_checks(model.layers)
-    return problems + work_checks(s)
+    # The work bounds weigh what a valid scenario would cost: a scenario already refused is not weighed.
+    return problems or work_checks(s)
 
 
 def _cluster_limit_checks(s: Scenario) -> list[FieldProblem]:
