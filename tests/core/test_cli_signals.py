@@ -182,3 +182,34 @@ def test_a_killed_sweep_leaves_no_worker_behind(tmp_path):
     proc.stderr.read()
     proc.stdout.close()
     proc.stderr.close()
+
+
+def test_a_signal_that_a_library_rewraps_still_ends_the_command_as_that_signal(monkeypatch, capsys):
+    """SIGTERM while pydantic serializes result.json (seen in CI): the exception the handler raises inside the
+    serializer's Python callback comes back as pydantic's own error.  Here a command does what pydantic does."""
+    import os
+
+    from wss.cli import app, main
+
+    def rewrapping_run(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler raises Terminated right here
+        except KeyboardInterrupt:
+            raise RuntimeError("a library's own error") from None
+        raise AssertionError("the signal did not arrive")
+
+    monkeypatch.setattr(app.COMMAND_MODULES[0], "run", rewrapping_run)
+    assert main(["presets"]) == EXIT_TERMINATED
+    err = capsys.readouterr().err
+    assert err == "terminated\n"
+
+
+def test_an_error_without_a_signal_is_not_taken_for_one(monkeypatch):
+    from wss.cli import app, main
+
+    def failing_run(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(app.COMMAND_MODULES[0], "run", failing_run)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["presets"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -35,6 +36,7 @@ from wss.cli.common import (
     Terminated,
     interrupted_code,
     print_error,
+    received,
     relabel,
     signals_as_exceptions,
 )
@@ -126,4 +128,12 @@ def _main(argv: list[str] | None) -> int:
         # Python from complaining again when it flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception:
+        if not received:
+            raise
+        # A signal's exception that a library re-raised as its own (pydantic's serializer wraps what its
+        # Python callbacks raise): the signal stopped the command all the same, and the outputs unwound.
+        terminated = received[0] == signal.SIGTERM
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return code
