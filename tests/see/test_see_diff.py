@@ -134,3 +134,18 @@ def test_bad_options_are_usage_errors(runs, argv, capsys):
         main(["diff", str(pa), str(pb), *argv])
     assert exc.value.code == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_goodput_and_checkpoints_are_compared_when_a_run_has_failures():
+    """A shorter restart raises the goodput and shortens the expected time to train; the checkpoint stays."""
+    raw = {"name": "fa", "hardware": {"preset": "cs2-cluster", "wafers": 4}, "workload": {"model": "gpt3-125m"},
+           "training": {"global_batch": 16, "seq_len": 512, "steps": 1},
+           "faults": {"failures": {"mtbf_hours_per_wafer": 100, "restart_s": 600, "train_steps": 100000}}}
+    a = wss.simulate(raw)
+    b = wss.simulate(wss.load_scenario(raw, {"faults.failures.restart_s": 60}))
+    rows = {r.name: r for r in compare_results(a, b, threshold=0.001).rows if r.section == "failures"}
+    assert rows["goodput"].b > rows["goodput"].a and rows["goodput"].flagged
+    assert rows["expected time to train"].b < rows["expected time to train"].a
+    assert rows["checkpoint"].a == rows["checkpoint"].b and not rows["checkpoint"].flagged
+    plain = wss.simulate({**raw, "faults": {}})
+    assert not [r for r in compare_results(plain, plain).rows if r.section == "failures"]

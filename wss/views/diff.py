@@ -111,6 +111,7 @@ def compare_results(a: Result, b: Result, threshold: float = 0.05) -> ResultDiff
             if ta.get(c, 0.0) > 0 or tb.get(c, 0.0) > 0:
                 rows.append(_number_row(section, c, "s", ta.get(c, 0.0), tb.get(c, 0.0), threshold, floor))
     rows += _memory_rows(a, b, threshold)
+    rows += _failure_rows(a, b, threshold)
     la, lb = layer_seconds(a), layer_seconds(b)
     for name in [*la, *(n for n in lb if n not in la)]:
         rows.append(_number_row("layer", name, "s", la.get(name), lb.get(name), threshold, floor))
@@ -129,6 +130,27 @@ def _memory_rows(a: Result, b: Result, threshold: float) -> list[DiffRow]:
         _text_row("memory", "activation checkpointing", ma.activation_checkpointing, mb.activation_checkpointing),
     ]
     return [r for r in rows if not (r.unit == "bytes" and r.a == 0 and r.b == 0)]
+
+
+def _failure_rows(a: Result, b: Result, threshold: float) -> list[DiffRow]:
+    """Goodput, checkpoints and the expected time to train, when either run has failures (faults.failures)."""
+    fa, fb = a.failures, b.failures
+    if fa is None and fb is None:
+        return []
+
+    def get(f: Any, name: str) -> float | None:
+        return None if f is None else getattr(f, name)
+
+    return [
+        _number_row("failures", "goodput", "fraction", get(fa, "goodput"), get(fb, "goodput"), threshold),
+        _number_row("failures", "checkpoint every (steps)", "", get(fa, "checkpoint_every_steps"),
+                    get(fb, "checkpoint_every_steps"), threshold),
+        _number_row("failures", "checkpoint", "s", get(fa, "checkpoint_s"), get(fb, "checkpoint_s"), threshold),
+        _number_row("failures", "expected time per step", "s", get(fa, "expected_s_per_step"),
+                    get(fb, "expected_s_per_step"), threshold),
+        _number_row("failures", "expected time to train", "s", get(fa, "expected_time_to_train_s"),
+                    get(fb, "expected_time_to_train_s"), threshold),
+    ]
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
