@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_sync, beside this file
+from doc_sync import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "reference.md"
 
@@ -110,20 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/reference.md is out of date")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from wss.files import atomic_write_text
     from wss.views.schema import scenario_schema
 
     text = render(scenario_schema())
-    if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-        if current != text:
-            print(f"{DOC} is out of date: run python tools/gen_reference_doc.py", file=sys.stderr)
-            return 1
-        print(f"{DOC} is up to date")
-        return 0
-    atomic_write_text(DOC, text)
-    print(f"wrote {DOC}")
-    return 0
+    return write_or_check(DOC, text, "python tools/gen_reference_doc.py", args.check)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_sync, beside this file
+from doc_sync import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "validation.md"
 
@@ -118,20 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if docs/validation.md is out of date")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from wss.model.results import atomic_write_text
     from wss.studies.validation import reproduce
 
     text = render(reproduce())
-    if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-        if current != text:
-            print(f"{DOC} is out of date: run python tools/gen_validation_doc.py", file=sys.stderr)
-            return 1
-        print(f"{DOC} is up to date")
-        return 0
-    atomic_write_text(DOC, text)
-    print(f"wrote {DOC}")
-    return 0
+    return write_or_check(DOC, text, "python tools/gen_validation_doc.py", args.check)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, print_error, relabel
+from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, non_negative, print_error, relabel
 from wss.errors import WssError
 from wss.files import all_or_nothing, ensure_dir
 
@@ -32,14 +31,7 @@ EXIT_REGRESSED = EXIT_FAILED
 DEFAULT_DIR = Path("baselines")
 
 
-def _rtol(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"a relative tolerance is a finite number >= 0, got {text!r}")
-    return value
+_rtol = non_negative("relative tolerance")
 
 
 def _gates(text: str) -> tuple[str, ...]:

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -108,6 +109,21 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def non_negative(what: str) -> Callable[[str], float]:
+    """An argparse type for a finite number >= 0 (a tolerance, a threshold); its errors name ``what``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(f"a {what} is a finite number >= 0, got {text!r}")
+        return value
+
+    return parse
 
 
 def print_error(message: str) -> None:

@@ -13,24 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-from wss.cli.common import EXIT_OK
+from wss.cli.common import EXIT_OK, non_negative
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
 COMMANDS = ("diff",)
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"a relative change is a finite number >= 0, got {text!r}")
-    return value
+_fraction = non_negative("relative change")
 
 
 def _count(text: str) -> int:
