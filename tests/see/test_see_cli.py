@@ -139,8 +139,9 @@ def test_simulate_with_trace_plots_and_verdict(tmp_path):
     assert "trace.json" in text and "figures in" in text and "verdict: bound by" in text
 
 
-def test_result_json_does_not_depend_on_trace_when_micro_batches_fold(tmp_path):
-    # 8 micro-batches of one sample: wss.simulate folds the identical ones, a recording run cannot.
+def test_a_run_whose_fold_check_fails_is_traced_in_full(tmp_path):
+    # 8 micro-batches of one sample: the queues still differ at micro-batches 2 and 3, so the fold's check
+    # fails and the run (recording or not) simulates every micro-batch.
     scenario = wss.load_scenario({
         "name": "folding",
         "workload": {"model": {"name": "m", "input": "features", "layers": [
@@ -151,25 +152,36 @@ def test_result_json_does_not_depend_on_trace_when_micro_batches_fold(tmp_path):
     args = _parser().parse_args(["simulate", "x.yaml", "--trace", str(tmp_path / "t.json")])
     result, recorded = simulate(scenario, args)
     assert result.to_json() == wss.simulate(scenario).to_json()
-    assert recorded.result.step_time_s == pytest.approx(result.step_time_s, rel=1e-9)
+    assert recorded is not None and recorded.result is result and recorded.cluster.fold is None
     assert after_simulate(args, result, recorded, out=io.StringIO()) == 0
     doc = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
-    assert max(e["ts"] + e["dur"] for e in spans) <= recorded.result.total_time_s * 1e6 + 1e-2
+    assert max(e["ts"] + e["dur"] for e in spans) <= result.total_time_s * 1e6 + 1e-2
     passes = {e["args"]["micro_batch"] for e in spans if e["name"].startswith("dense.0 forward")}
     assert passes == set(range(8))  # every micro-batch is in the trace
+    assert not [e for e in spans if e["cat"] == "folded"]
 
 
-def test_result_json_does_not_depend_on_trace_when_steps_fold(tmp_path):
-    """12 steps of FC-MNIST fold steps (not micro-batches): the canonical Result is still wss.simulate's."""
+def test_a_traced_run_of_folded_steps_is_one_run_with_the_plain_result(tmp_path, monkeypatch):
+    """12 steps of FC-MNIST fold steps: --trace runs the scenario once, folded, and result.json is unchanged."""
+    from wss.model import simulate as simulate_module
     from wss.model.simulate import would_fold
 
     scenario = wss.load_scenario(FC_MNIST, {"training.steps": 12})
     assert would_fold(scenario)
+    runs = []
+    real = simulate_module.run_cluster
+    monkeypatch.setattr(simulate_module, "run_cluster", lambda *a, **k: runs.append(k) or real(*a, **k))
     args = _parser().parse_args(["simulate", "x.yaml", "--trace", str(tmp_path / "t.json")])
     result, recorded = simulate(scenario, args)
+    assert [k["record"] for k in runs] == [True]
+    assert recorded is not None and recorded.cluster.step_fold is not None
+    monkeypatch.undo()
     assert result.to_json() == wss.simulate(scenario).to_json()
-    assert recorded is not None and recorded.result.to_json() != result.to_json()  # the run that folds nothing
+    assert after_simulate(args, result, recorded, out=io.StringIO()) == 0
+    doc = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
+    folded = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "folded"}
+    assert folded == {"x7 folded copies of step 3"}
 
 
 def test_simulate_without_extras_records_nothing():

@@ -202,10 +202,10 @@ def wants_cluster(args: argparse.Namespace) -> bool:
 class Recorded:
     """A run with every span kept: the Result and Cluster of one ``simulate_detailed(record=True)`` call.
 
-    Recording simulates every micro-batch (no folding), so its Result can
-    differ from :func:`wss.simulate`'s in the last digits and in
-    ``sim_events``; traces and plots use this pair, ``result.json`` the
-    canonical Result.
+    Recording folds as the plain run does and changes nothing in it, so its
+    Result is the canonical one (``wss.simulate``'s, byte for byte); the
+    trace and plots place the cluster's spans on the Result's axis
+    (:mod:`wss.model.folded_spans`).
     """
 
     result: Result
@@ -213,30 +213,20 @@ class Recorded:
 
 
 def simulate(scenario: Any, args: argparse.Namespace) -> tuple[Result, Recorded | None]:
-    """Simulate for ``wss simulate``; return the canonical Result and, if needed, a recorded run.
+    """Simulate for ``wss simulate``; return the Result and, if needed, the same run's recorded cluster.
 
-    The Result is always ``wss.simulate(scenario)``'s, so ``result.json`` does
-    not depend on ``--trace``/``--plots``.  When those are asked for, a run
-    with recording is made too (it is the only run when the scenario does not
-    fold micro-batches, since the two Results are then identical).  A
-    progress bar is drawn on a terminal.
+    One run: with ``--trace``/``--plots`` it records spans, which costs a
+    little memory and time but leaves the Result (``result.json``) as it is
+    without them.  A progress bar is drawn on a terminal.
     """
     from wss.model.simulate import simulate_detailed
     from wss.views.progress import progress_bar
 
-    quiet = getattr(args, "quiet", False)
-
-    def run(record: bool, label: str) -> tuple[Result, Any]:
-        with progress_bar(label, quiet=quiet) as bar:
-            return simulate_detailed(scenario, record=record, progress=bar)
-
-    if not wants_cluster(args):
-        return run(False, "simulate")[0], None
-    from wss.model.simulate import would_fold
-
-    recorded = Recorded(*run(True, "simulate (recording spans)"))
-    result = run(False, "simulate")[0] if would_fold(scenario) else recorded.result
-    return result, recorded
+    record = wants_cluster(args)
+    with progress_bar("simulate (recording spans)" if record else "simulate",
+                      quiet=getattr(args, "quiet", False)) as bar:
+        result, cluster = simulate_detailed(scenario, record=record, progress=bar)
+    return result, Recorded(result, cluster) if record else None
 
 
 def trace_path(args: argparse.Namespace, base: Path) -> Path | None:

@@ -48,10 +48,12 @@ def simulate_detailed(
     """Simulate and also return the finished :class:`~wss.model.cluster.Cluster`.
 
     With ``record`` every link, MemoryX and the wafer keep their spans
-    (start, end, pass, bytes), which traces and timelines are drawn from;
-    recording also simulates every micro-batch (no folding), so spans and
-    the Result share one time axis.  ``progress`` is called with the fraction
-    of the run done (monotone, ending at 1.0); it does not change the Result.
+    (start, end, pass, bytes), which traces and timelines are drawn from.
+    Recording changes nothing else: the run folds as it would without it and
+    the Result is byte-identical, so the spans are on the simulated axis and
+    :class:`wss.model.folded_spans.UnfoldedSpans` places them on the
+    Result's.  ``progress`` is called with the fraction of the run done
+    (monotone, ending at 1.0); it does not change the Result either.
     """
     from wss._version import __version__
 
@@ -65,7 +67,7 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    p = _folding_plan(s, profiles, record)
+    p = _folding_plan(s, profiles)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps", s.name,
              "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
@@ -79,23 +81,22 @@ def simulate_detailed(
     return measure(cluster, __version__, numerics), cluster
 
 
-def _folding_plan(s: Scenario, profiles: Any, record: bool) -> Plan:
+def _folding_plan(s: Scenario, profiles: Any) -> Plan:
     """The plan a run simulates, with the micro-batches and steps it may fold.
 
     Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    micro-batch repeats the one before (not with random slow flash reads); a recording run folds nothing.
-    Steps fold only in the folded cluster (the unfolded one has no step-fold check yet).
+    micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the
+    folded cluster (the unfolded one has no step-fold check yet).
     """
     folded = wafer_folding(s).folded
-    fold = not record and (folded or uniform_shards(s)) and s.faults.flash is None
+    fold = (folded or uniform_shards(s)) and s.faults.flash is None
     return make_plan(s, profiles, fold=fold, fold_steps=folded)
 
 
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
-    """Would :func:`simulate` fold micro-batches or steps?  Then a recording run (every micro-batch and step
-    simulated) gives a Result that differs from it in the last digits, and callers that need the canonical
-    Result (``wss simulate --trace``) must run both."""
-    p = _folding_plan(_as_scenario(scenario), None, record=False)
+    """Would :func:`simulate` fold micro-batches or steps (if the folds pass their checks)?  Then a trace
+    of the run marks the stretches its copies fill (:mod:`wss.model.folded_spans`)."""
+    p = _folding_plan(_as_scenario(scenario), None)
     return bool(p.fold_copies or p.step_fold_copies)
 
 

@@ -11,7 +11,9 @@ With the finished cluster of ``simulate_detailed(scenario, record=True)`` the
 Gantt chart has one row per part: the wafer's passes (named where wide
 enough), MemoryX weight stream and flash prefetch, each SwarmX level down,
 the wafer's compute and its stalls by cause, each SwarmX level up, gradients
-into MemoryX, the optimizer and the input workers.
+into MemoryX, the optimizer and the input workers.  A folded run's spans are
+placed on the Result's axis (:mod:`wss.model.folded_spans`) and the
+stretches its folded copies fill are hatched.
 
 From a saved Result alone (``wss plot result.json``) only the per-pass
 records exist, so the chart has three rows: the wafer's passes coloured by
@@ -104,15 +106,18 @@ def _step_window(result: Result, step: int) -> tuple[float, float]:
 
 
 def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
-    """(row label, {colour key: spans}) for every part, clipped to [lo, hi]."""
+    """(row label, {colour key: spans}) for every part, clipped to [lo, hi], on the Result's axis."""
+    from wss.model.folded_spans import UnfoldedSpans
+
     program = cluster.program
+    placed = UnfoldedSpans(cluster)
 
     def phase_of(p: int) -> str:
         return program[p].phase if 0 <= p < len(program) else "update"
 
     def by_phase(spans) -> dict[str, list[tuple[float, float]]]:
         groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        for a, b, p, *_ in spans:
+        for a, b, p, *_ in placed.pass_spans(spans):
             if b >= lo and a <= hi:
                 groups[phase_of(p)].append((a, b))
         return groups
@@ -120,8 +125,9 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
     rows: list[tuple[str, dict[str, list[tuple[float, float]]]]] = []
     passes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for p, t in zip(program, cluster.wafer.passes):
-        if t.end >= lo and t.start <= hi:
-            passes[p.phase].append((t.start, t.end))
+        d = placed.shift_of_pass(p.index)
+        if t.end + d >= lo and t.start + d <= hi:
+            passes[p.phase].append((t.start + d, t.end + d))
     rows.append(("wafer passes", passes))
     mx = cluster.memoryx
     rows.append(("MemoryX weights out", by_phase(mx.stream_spans or [])))
@@ -131,7 +137,7 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
         rows.append((f"SwarmX {link.name.rsplit('.', 1)[1]} down", by_phase(link.spans or [])))
     compute: dict[str, list[tuple[float, float]]] = defaultdict(list)
     stalls: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for a, b, cause, p in cluster.wafer.timeline:
+    for a, b, cause, p in placed.timeline(cluster.wafer.timeline):
         if b < lo or a > hi:
             continue
         if cause == "compute":
@@ -145,13 +151,28 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
     rows.append(("MemoryX gradients in", by_phase(cluster.memoryx_in.spans or [])))
     opt: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for j in cluster.optimizer.jobs:
-        if j.end >= lo and j.start <= hi:
-            opt[j.kind].append((j.start, j.end))
+        d = placed.shift(j.step, j.micro_batch)
+        if j.end + d >= lo and j.start + d <= hi:
+            opt[j.kind].append((j.start + d, j.end + d))
     rows.append(("optimizer", opt))
-    inputs = [(a, b) for a, b, *_ in cluster.inputs.spans if b >= lo and a <= hi]
+    inputs = [(a, b) for a, b, *_ in placed.micro_batch_spans(cluster.inputs.spans) if b >= lo and a <= hi]
     if inputs:
         rows.append(("input workers", {"input": inputs}))
     return rows
+
+
+def _mark_folded(ax: Any, cluster: Any, lo: float, hi: float, scale: float) -> str | None:
+    """Shade the stretches of [lo, hi] that folded copies fill; return the legend's label, if any."""
+    from wss.model.folded_spans import folded_stretches
+
+    label = None
+    for s in folded_stretches(cluster):
+        a, b = max(s.start_s, lo), min(s.end_s, hi)
+        if b > a:
+            ax.axvspan((a - lo) * scale, (b - lo) * scale, facecolor="none", edgecolor="#999999", hatch="//",
+                       linewidth=0, zorder=0)
+            label = label or f"folded copies ({s.name})"
+    return label
 
 
 def _rows_from_records(result: Result, lo: float, hi: float) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
@@ -210,6 +231,7 @@ def gantt_figure(result: Result, cluster: Any | None = None, step: int | None = 
             ax.broken_barh([((a - lo) * scale, (b - a) * scale) for a, b in spans], (y - 0.4, 0.8),
                            facecolors=colour, linewidth=0)
     _label_passes(ax, result, lo, hi, scale, y=len(rows) - 1)
+    folded = _mark_folded(ax, cluster, lo, hi, scale) if _recorded(cluster) else None
     st = result.steps[step]
     if st.loss_at_user_s is not None and lo <= st.loss_at_user_s <= hi:
         ax.axvline((st.loss_at_user_s - lo) * scale, color="black", linestyle="--", linewidth=1)
@@ -227,6 +249,8 @@ def gantt_figure(result: Result, cluster: Any | None = None, step: int | None = 
     order = [*PHASE_COLOURS, "compute-bound", *(f"{c} stall" for c in CAUSE_COLOURS)]
     keys = sorted((k for k, c in used.items() if c), key=lambda k: (order.index(k) if k in order else len(order), k))
     handles: list[Artist] = [Patch(facecolor=used[k], label=k) for k in keys]
+    if folded is not None:
+        handles.append(Patch(facecolor="none", edgecolor="#999999", hatch="//", label=folded))
     if "loss at user node" in used:
         handles.append(Line2D([], [], color="black", linestyle="--", label="loss at user node"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small", frameon=False)

@@ -19,6 +19,14 @@ the busy time, so a GPT-3 175B step stays a few MB.  Counter events
 (``ph: "C"``) give each link's busy fraction and mean buffer occupancy per
 time bucket, and the wafer's compute busy fraction.
 
+A folded run (identical micro-batches or steps simulated once, see
+docs/model.md) is traced as it ran: its recorded spans are placed on the
+Result's unfolded time axis (:mod:`wss.model.folded_spans`), and on every
+track one span named ``"x379 folded copies of micro-batch 3 s0"`` (category
+``folded``) marks the stretch the copies fill, with the copy count, the
+period and what they stand for in ``args``.  The counters run through those
+stretches at the copied micro-batch's (or step's) rate.
+
 Without a cluster (only a saved Result), the trace is drawn from the
 Result's records: wafer passes, MemoryX updates and loss arrivals.
 """
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wss.files import atomic_write_bytes
+from wss.model.folded_spans import FoldedStretch, UnfoldedSpans
 from wss.model.results import Result
 from wss.views.summary import cluster_int
 
@@ -149,11 +158,11 @@ def _bucket_edges(total_s: float, buckets: int) -> np.ndarray:
     return np.linspace(0.0, total_s, max(int(buckets), 1) + 1)
 
 
-def _busy_fraction(spans: Sequence[tuple[float, ...]], edges: np.ndarray) -> np.ndarray:
-    """Busy fraction of each bucket for non-overlapping spans (start, end, ...) sorted by start."""
+def _busy_until(spans: Sequence[tuple[float, ...]]) -> Callable[[np.ndarray], np.ndarray]:
+    """Busy seconds up to each time, for non-overlapping spans (start, end, ...) sorted by start."""
     if len(spans) == 0:
-        return np.zeros(len(edges) - 1)
-    arr = np.asarray(spans, dtype=float)[:, :2]
+        return np.zeros_like
+    arr = np.asarray([s[:2] for s in spans], dtype=float)
     starts, ends = arr[:, 0], arr[:, 1]
     durs = ends - starts
     cum = np.concatenate(([0.0], np.cumsum(durs)))
@@ -163,27 +172,52 @@ def _busy_fraction(spans: Sequence[tuple[float, ...]], edges: np.ndarray) -> np.
         inside = np.where(k >= 0, np.clip(t - starts[np.maximum(k, 0)], 0.0, durs[np.maximum(k, 0)]), 0.0)
         return np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0.0)
 
-    width = np.diff(edges)
-    b = busy_until(edges)
-    return np.clip(np.diff(b) / np.where(width > 0, width, 1.0), 0.0, 1.0)
+    return busy_until
 
 
-def _mean_level(samples: Sequence[tuple[float, int]], edges: np.ndarray) -> np.ndarray:
-    """Time-weighted mean of a step function sampled as (time, value), per bucket."""
+def _level_integral(samples: Sequence[tuple[float, int]]) -> Callable[[np.ndarray], np.ndarray]:
+    """Integral over time of a step function sampled as (time, value), up to each time."""
     if len(samples) == 0:
-        return np.zeros(len(edges) - 1)
+        return np.zeros_like
     arr = np.asarray(samples, dtype=float)
     times, values = arr[:, 0], arr[:, 1]
-    seg = np.diff(np.append(times, max(times[-1], edges[-1])))
-    cum = np.concatenate(([0.0], np.cumsum(values * seg)))
+    cum = np.concatenate(([0.0], np.cumsum(values[:-1] * np.diff(times))))
 
     def integral(t: np.ndarray) -> np.ndarray:
         k = np.searchsorted(times, t, side="right") - 1
         kk = np.maximum(k, 0)
         return np.where(k >= 0, cum[kk] + values[kk] * (t - times[kk]), 0.0)
 
+    return integral
+
+
+def _per_bucket(cumulative: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Growth of a cumulative quantity per bucket, over the bucket's width."""
     width = np.diff(edges)
-    return np.diff(integral(edges)) / np.where(width > 0, width, 1.0)
+    return np.diff(cumulative) / np.where(width > 0, width, 1.0)
+
+
+def _stretch_args(s: FoldedStretch) -> dict[str, Any]:
+    """What a folded-copies span says: how many copies of what, their period, what they stand for."""
+    last = s.first + s.copies - 1
+    if s.kind == "step":
+        return {"copies": s.copies, "period_us": _us(s.period_s), "copy_of": f"step {s.copied}",
+                "stands_for": f"steps {s.first}-{last}"}
+    return {"copies": s.copies, "period_us": _us(s.period_s), "copy_of": f"micro-batch {s.copied}",
+            "stands_for": f"micro-batches {s.first}-{last}", "step": s.step}
+
+
+def _gap(drawn: Sequence[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
+    """[lo, hi] narrowed until no drawn span sticks out of it (spans inside stay inside: they nest)."""
+    changed = True
+    while changed and lo < hi:
+        changed = False
+        for a, b in drawn:
+            if a < lo < b:
+                lo, changed = b, True
+            if a < hi < b:
+                hi, changed = a, True
+    return lo, hi
 
 
 def wafer_process_name(result: Result) -> str:
@@ -198,11 +232,7 @@ def wafer_process_name(result: Result) -> str:
 
 
 def _recorded(cluster: Cluster | None) -> Cluster | None:
-    """The cluster if it kept its spans, else None.
-
-    A run without recording may fold identical micro-batches: its cluster holds fewer passes than
-    the Result, on another time axis, so the trace is then drawn from the Result's records alone.
-    """
+    """The cluster if it kept its spans, else None (the trace is then drawn from the Result's records alone)."""
     if cluster is not None and getattr(cluster.memoryx, "stream_spans", None) is not None:
         return cluster
     return None
@@ -210,23 +240,39 @@ def _recorded(cluster: Cluster | None) -> Cluster | None:
 
 @dataclass
 class _SpanTracks:
-    """Draws a recorded cluster's spans: every link, MemoryX, the wafer's stalls and the input workers."""
+    """Draws a recorded cluster's spans: every link, MemoryX, the wafer's stalls and the input workers.
+
+    The spans are placed on the Result's unfolded axis, and each track marks the stretches that folded
+    copies fill (:meth:`folded`).
+    """
 
     tb: _Builder
     cluster: Cluster
     edges: np.ndarray  # counter bucket edges
     merge: bool  # merge consecutive chunk spans of one pass
 
+    def __post_init__(self) -> None:
+        self.placed = UnfoldedSpans(self.cluster)
+
     def label(self, pass_index: int) -> tuple[str, str, dict[str, Any]]:
         """Span name, category (the phase) and base args of a pass."""
         p = self.cluster.program[pass_index]
         op = self.cluster.plan.ops[p.op]
-        return f"{op.name} {p.phase} s{p.step}", p.phase, {"step": p.step, "micro_batch": p.micro_batch}
+        step = self.placed.step_of_pass(pass_index)
+        return f"{op.name} {p.phase} s{step}", p.phase, {"step": step, "micro_batch": p.micro_batch}
+
+    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[float, ...]]) -> None:
+        """One span per stretch of folded copies on a track, narrowed so that the track's spans nest in it."""
+        for s in self.placed.stretches:
+            lo, hi = _gap([(d[0], d[1]) for d in drawn], s.start_s, s.end_s)
+            if hi > lo:
+                self.tb.span(pid, tid, s.name, "folded", lo, hi, _stretch_args(s))
 
     def link_spans(self, pid: int, thread: str, spans: Iterable[tuple[float, float, int, float]] | None) -> None:
         """One thread of chunk spans, merged per pass unless ``merge`` is off."""
         tid = self.tb.thread(pid, thread)
-        for a, b, p, nbytes, chunks, busy in _merge(spans or [], self.merge):
+        merged = _merge(self.placed.pass_spans(spans or []), self.merge)
+        for a, b, p, nbytes, chunks, busy in merged:
             name, phase, args = self.label(p)
             args["bytes"] = _num(nbytes)
             if chunks > 1:
@@ -234,12 +280,19 @@ class _SpanTracks:
                 if busy < 0.999 * (b - a):  # the link idled between the chunks of this pass
                     args["busy_us"] = _us(busy)
             self.tb.span(pid, tid, name, phase, a, b, args)
+        self.folded(pid, tid, merged)
+
+    def busy(self, spans: Sequence[tuple[float, ...]]) -> np.ndarray:
+        """Busy fraction per bucket of spans recorded on the simulated axis (non-overlapping, in order)."""
+        b = self.placed.cumulative(_busy_until(spans), self.edges)
+        return np.clip(_per_bucket(b, self.edges), 0.0, 1.0)
 
     def link_counters(self, pid: int, name: str, link: Link) -> None:
         """A link's busy fraction and, where it queued, its mean buffer occupancy per bucket."""
-        self.tb.counter(pid, f"{name} busy", self.edges[:-1], _busy_fraction(link.spans or [], self.edges), "fraction")
+        self.tb.counter(pid, f"{name} busy", self.edges[:-1], self.busy(link.spans or []), "fraction")
         if link.occupancy:
-            self.tb.counter(pid, f"{name} buffer", self.edges[:-1], _mean_level(link.occupancy, self.edges), "chunks")
+            level = self.placed.cumulative(_level_integral(link.occupancy), self.edges)
+            self.tb.counter(pid, f"{name} buffer", self.edges[:-1], _per_bucket(level, self.edges), "chunks")
 
     def memoryx(self) -> None:
         """MemoryX: weight stream, flash prefetch, gradients in, and their counters."""
@@ -249,8 +302,7 @@ class _SpanTracks:
         if mx.prefetch_spans:
             self.link_spans(pid, "prefetch", mx.prefetch_spans)
         self.link_spans(pid, "gradient stream", net_in.spans)
-        stream_busy = _busy_fraction(mx.stream_spans or [], self.edges)
-        self.tb.counter(pid, "memoryx.stream busy", self.edges[:-1], stream_busy, "fraction")
+        self.tb.counter(pid, "memoryx.stream busy", self.edges[:-1], self.busy(mx.stream_spans or []), "fraction")
         self.link_counters(pid, net_in.name, net_in)
 
     def swarmx(self, nodes: Sequence[int]) -> None:
@@ -275,14 +327,16 @@ class _SpanTracks:
         if not timeline:
             return
         tid = self.tb.thread(pid, "stalls")
-        for a, b, cause, p, waits, stalled in _stalls(timeline, per_chunk):
+        stalls = _stalls(self.placed.timeline(timeline), per_chunk)
+        for a, b, cause, p, waits, stalled in stalls:
             args: dict[str, Any] = {"kernel": self.label(p)[0]} if p >= 0 else {}
             if waits > 1:
                 args["waits"] = waits
                 args["stalled_us"] = _us(stalled)
             self.tb.span(pid, tid, f"{cause} stall", cause, a, b, args)
+        self.folded(pid, tid, stalls)
         compute = [(a, b) for a, b, cause, _ in timeline if cause == "compute"]
-        self.tb.counter(pid, "wafer compute busy", self.edges[:-1], _busy_fraction(compute, self.edges), "fraction")
+        self.tb.counter(pid, "wafer compute busy", self.edges[:-1], self.busy(compute), "fraction")
 
     def unfolded(self) -> None:
         """An unfolded run: one thread per wafer (its compute and waits, per pass) and one per tree link."""
@@ -294,9 +348,11 @@ class _SpanTracks:
         pid = self.tb.process(f"wafers ({len(cluster.wafers)}, each apart)")
         for wafer in cluster.wafers:
             tid = self.tb.thread(pid, wafer.name)
-            for a, b, cause, p in _joined(wafer.timeline):
+            joined = _joined(self.placed.timeline(wafer.timeline))
+            for a, b, cause, p in joined:
                 name = self.label(p)[0] if cause == "compute" and p >= 0 else f"{cause} stall"
                 self.tb.span(pid, tid, name, cause, a, b, {"pass": p} if p >= 0 else {})
+            self.folded(pid, tid, joined)
         pid = self.tb.process(f"SwarmX edges ({len(cluster.tree.links())} links)")
         for link in cluster.tree.links():
             self.link_spans(pid, link.name, link.spans)
@@ -308,8 +364,10 @@ class _SpanTracks:
             return
         pid = self.tb.process("input workers")
         tid = self.tb.thread(pid, "input")
-        for a, b, step, mb in spans:
+        placed = self.placed.micro_batch_spans(spans)
+        for a, b, step, mb in placed:
             self.tb.span(pid, tid, f"micro-batch {mb} s{step}", "input", a, b, {"step": step, "micro_batch": mb})
+        self.folded(pid, tid, placed)
 
 
 def _joined(timeline: Sequence[tuple[float, float, str, int]]) -> list[tuple[float, float, str, int]]:
@@ -331,25 +389,33 @@ def _swarmx_nodes(result: Result, cluster: Cluster) -> list[int]:
     return list(nodes)
 
 
-def _optimizer_updates(tb: _Builder, result: Result) -> None:
-    """MemoryX's optimizer: one span per update or accumulation, from the Result's records."""
+def _optimizer_updates(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]]]:
+    """MemoryX's optimizer: one span per update or accumulation, from the Result's records.
+
+    Returns the process and thread ids and the spans drawn."""
     pid = tb.process("optimizer")
     tid = tb.thread(pid, "update")
+    drawn = []
     for r in result.records:
         if r.where != "memoryx":
             continue
+        drawn.append((r.start_s, r.end_s))
         tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s,
                 {"step": r.step, "micro_batch": r.micro_batch, "bytes_read": _num(r.bytes_in),
                  "bytes_written": _num(r.bytes_out), "bound_by": r.bound_by, "queued_us": _us(r.exposed_stall_s)})
+    return pid, tid, drawn
 
 
-def _wafer_passes(tb: _Builder, result: Result) -> int:
-    """The wafer's process and its compute thread, one span per pass; returns the process id."""
+def _wafer_passes(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]]]:
+    """The wafer's process and its compute thread, one span per pass; returns the process and thread ids and
+    the spans drawn."""
     pid = tb.process(wafer_process_name(result))
     tid = tb.thread(pid, "compute")
+    drawn = []
     for r in result.records:
         if r.where != "wafer":
             continue
+        drawn.append((r.start_s, r.end_s))
         args: dict[str, Any] = {"step": r.step, "micro_batch": r.micro_batch, "bound_by": r.bound_by}
         for key, value in (("bytes_in", r.bytes_in), ("bytes_out", r.bytes_out), ("cycles", r.cycles)):
             if value:
@@ -357,7 +423,7 @@ def _wafer_passes(tb: _Builder, result: Result) -> int:
         if r.exposed_stall_s > 0:
             args["exposed_stall_us"] = _us(r.exposed_stall_s)
         tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s, args)
-    return pid
+    return pid, tid, drawn
 
 
 def _losses(tb: _Builder, result: Result) -> None:
@@ -384,9 +450,9 @@ def build_trace(
     cluster
         The finished :class:`~wss.model.cluster.Cluster` from the same
         ``simulate_detailed(scenario, record=True)`` call as ``result``
-        (recording simulates every micro-batch, so the two share one time
-        axis).  Without it, or without recorded spans, only the Result's
-        records are drawn.
+        (its spans are placed on the Result's axis, folded copies marked).
+        Without it, or without recorded spans, only the Result's records
+        are drawn.
     merge
         Merge consecutive chunk spans of the same pass into one span.
     stalls
@@ -404,12 +470,14 @@ def build_trace(
     tracks = None if recorded is None else _SpanTracks(tb, recorded, _bucket_edges(result.total_time_s, buckets), merge)
     if tracks is not None:
         tracks.memoryx()
-    _optimizer_updates(tb, result)
+    optimizer = _optimizer_updates(tb, result)
     if tracks is not None:
+        tracks.folded(*optimizer)
         tracks.swarmx(_swarmx_nodes(result, tracks.cluster))
     wafer = _wafer_passes(tb, result)
     if tracks is not None:
-        tracks.wafer_stalls(wafer, per_chunk=stalls == "chunk")
+        tracks.folded(*wafer)
+        tracks.wafer_stalls(wafer[0], per_chunk=stalls == "chunk")
         tracks.unfolded()
         tracks.inputs()
     _losses(tb, result)
