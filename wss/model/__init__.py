@@ -10,6 +10,7 @@ Data flows one way through it::
     components/   the SimPy parts (MemoryX, optimizer, SwarmX, wafer, inputs, links)
     cluster.py    builds each part from its own settings, wires and runs them
     fold.py       proves the run repeats and extrapolates the repeated micro-batches
+    folded_spans.py  a recorded folded run's spans on the unfolded axis (for traces)
     measure.py    the finished cluster -> Result (results.py)
     numerics/     real training on the same scenario (numerics_bridge.py feeds its masks to the plan)
     simulate.py   the entry points: simulate(), simulate_detailed(), plan()

@@ -261,7 +261,7 @@ class _SpanTracks:
         step = self.placed.step_of_pass(pass_index)
         return f"{op.name} {p.phase} s{step}", p.phase, {"step": step, "micro_batch": p.micro_batch}
 
-    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[float, ...]]) -> None:
+    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[Any, ...]]) -> None:
         """One span per stretch of folded copies on a track, narrowed so that the track's spans nest in it."""
         for s in self.placed.stretches:
             lo, hi = _gap([(d[0], d[1]) for d in drawn], s.start_s, s.end_s)
