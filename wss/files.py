@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +138,8 @@ def _dir_problem(path: Path) -> str | None:
 def _probe(path: Path) -> str | None:
     """Check that a file can be created in folder ``path``; return the reason if not."""
     try:
+        import tempfile  # here: `wss --help` and `wss validate` write nothing
+
         fd, name = tempfile.mkstemp(prefix=".wss-write-check.", suffix=".tmp", dir=path)
     except OSError as exc:
         return _reason(exc)
@@ -189,6 +190,8 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     txn = _ACTIVE.get()
     made: Path | None = None
     try:
+        import tempfile
+
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         made = Path(name)
         os.close(fd)

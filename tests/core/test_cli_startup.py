@@ -69,3 +69,16 @@ def test_validate_loads_neither_the_numerics_kernels_nor_simpy_processes():
         "assert 'wss.model.kernels.gemm' not in sys.modules and 'wss.model.kernels.sparse_format' not in sys.modules"
     )
     assert _loaded_after(code) == []
+
+
+def test_loading_a_scenario_loads_neither_numpy_nor_the_planner_nor_the_result_models():
+    """Its checks ask whether the wafers fold without the planner or the Result's pydantic models; ``wss validate``
+    then loads the planner (numpy) but still not the Result's models."""
+    code = (
+        "import sys\nimport wss\nwss.load_scenario('scenarios/gpt3_175b.yaml')\n"
+        "late = ('numpy', 'simpy', 'wss.model.plan', 'wss.model.results')\n"
+        "assert not [m for m in late if m in sys.modules], [m for m in late if m in sys.modules]\n"
+        "from wss.cli import main\nassert main(['validate', 'scenarios/gpt3_175b.yaml']) == 0\n"
+        "assert 'wss.model.plan' in sys.modules and 'wss.model.results' not in sys.modules"
+    )
+    assert _loaded_after(code) == []

@@ -160,3 +160,26 @@ def test_a_bad_fold_wafers_value_is_a_clear_error(tmp_path: Path, capsys):
     assert main(["validate", str(path), "--set", "simulation.fold_wafers=sometimes"]) == 2
     err = capsys.readouterr().err
     assert "simulation.fold_wafers" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("raw, rule", [
+    (scenario_dict(dense_model(256, 256), wafers=4, global_batch=8), "auto: the cluster is uniform"),
+    (scenario_dict(dense_model(256, 256), wafers=3, global_batch=7), "auto: the shards are uneven"),
+    (scenario_dict(dense_model(256, 256), wafers=3, global_batch=7, simulation={"fold_wafers": True}),
+     "simulation.fold_wafers is true; the shards are uneven"),
+    (scenario_dict(dense_model(256, 256), wafers=4, global_batch=8, simulation={"fold_wafers": True}),
+     "simulation.fold_wafers is true"),
+    (scenario_dict(dense_model(256, 256), wafers=4, global_batch=8, simulation={"fold_wafers": False}),
+     "simulation.fold_wafers is false"),
+    ({**scenario_dict(dense_model(256, 256), wafers=4, global_batch=8),
+      "faults": {"stragglers": [{"wafer": 1, "slowdown": 1.5}]}}, "auto: faults"),
+])
+def test_the_quick_rule_is_the_recorded_one(raw, rule):
+    """``folds_wafers`` (the scenario's work checks ask it without building the Result's record) decides as the
+    record ``wafer_folding`` says, for every rule."""
+    from wss.model.wafer_folding import folds_wafers, wafer_folding
+
+    s = load_scenario(raw)
+    record = wafer_folding(s)
+    assert record.reason.startswith(rule)
+    assert folds_wafers(s) is record.folded

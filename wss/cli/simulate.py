@@ -16,7 +16,6 @@ false`` with one entry per bad field (and exit code 2).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 from pathlib import Path
@@ -161,5 +160,7 @@ def default_outdir(name: str, overrides: list[str]) -> Path:
     texts = ["=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides]
     suffix = "".join("+" + _safe_name(t, keep="-_.=,") for t in texts)
     if len(suffix) > _MAX_SUFFIX:
+        import hashlib
+
         suffix = "+set-" + hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:8]
     return Path("out") / (base + suffix)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from wss.model.plan import Plan
-from wss.model.results import BREAKDOWN_CATEGORIES, Result
 from wss.model.scenario import HardwareConfig
 from wss.model.scenario.faults import describe_edges
 from wss.model.scenario.presets import list_presets
+
+if TYPE_CHECKING:  # a Plan's summary (wss validate) does not load the Result's models
+    from wss.model.results import Result
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -174,6 +177,8 @@ def _failures_lines(r: Result) -> list[str]:
 
 
 def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
+    from wss.model.results import BREAKDOWN_CATEGORIES
+
     s = r.scenario
     params = cluster_int(r, "params")
     nnz = cluster_int(r, "nonzero_params")

@@ -79,24 +79,24 @@ def simulated_micro_batches(s: Scenario) -> int:
     flash reads make each micro-batch differ, or when an unfolded run has uneven shards (the rules of
     :func:`wss.model.simulate.simulate_detailed`).
     """
-    from wss.model.wafer_folding import uniform_shards, wafer_folding  # lazy: the plan imports this package
+    from wss.model.wafer_folding import folds_wafers, uniform_shards  # lazy: it imports this package
 
     per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
     size = s.training.micro_batch
     count = per_wafer if size == "auto" else math.ceil(per_wafer / min(size, per_wafer))
     folds = (s.simulation.fold_micro_batches and s.faults.flash is None
-             and (wafer_folding(s).folded or uniform_shards(s)))
+             and (folds_wafers(s) or uniform_shards(s)))
     return min(count, FOLDED_MICRO_BATCHES) if folds else count
 
 
 def _simulated_work(s: Scenario) -> list[FieldProblem]:
-    from wss.model.wafer_folding import wafer_folding
+    from wss.model.wafer_folding import folds_wafers
 
     kernels = sum(layer.repeat * _kernels_of(layer) for layer in s.workload.model.layers)
     micro = simulated_micro_batches(s)
     chunks = s.simulation.max_chunks_per_kernel
     # Unfolded (faults, uneven shards, fold_wafers false), every wafer runs every pass as its own process.
-    wafers = 1 if wafer_folding(s).folded else s.hardware.wafers
+    wafers = 1 if folds_wafers(s) else s.hardware.wafers
     work = s.training.steps * kernels * micro * 3 * chunks * wafers
     if work <= MAX_CHUNK_PASSES:
         return []
