@@ -37,6 +37,10 @@ CASES = {
     "gpt3-125m: micro-batches and steps": lambda fold: {**SMALL_GPT, "simulation": {"fold_micro_batches": fold}},
     "cs3_gpt3_13b: micro-batches": lambda fold: wss.load_scenario(
         SCENARIOS / "cs3_gpt3_13b.yaml", {"training.micro_batch": 4, "simulation.fold_micro_batches": fold}),
+    # every wafer apart; 22 micro-batches of an even split, the last two smaller: 16 copies before micro-batch 20
+    "gpt3_6.7b_sparse unfolded: micro-batches": lambda fold: wss.load_scenario(
+        SCENARIOS / "gpt3_6.7b_sparse.yaml", {"hardware.wafers": 4, "training.global_batch": 256,
+                                              "simulation.fold_wafers": False, "simulation.fold_micro_batches": fold}),
 }
 TOL_US = 2e-3  # times are rounded to the nanosecond
 
