@@ -131,6 +131,8 @@ def test_each_track_marks_each_stretch_once_and_its_spans_nest_in_the_mark(case)
     for tid, events in by_thread.items():
         marks = [e for e in events if e["cat"] == "folded"]
         assert 0 < len(marks) <= len(stretches), threads[tid]
+        # first in the file, in time order: a viewer taking spans that start together in file order nests them
+        assert events[: len(marks)] == sorted(marks, key=lambda m: m["ts"]), threads[tid]
         assert len({m["name"] for m in marks}) == len(marks)
         for m in marks:
             s = next(s for s in stretches if s.name == m["name"])

@@ -178,7 +178,7 @@ def test_trace_from_records_only(fc_run):
 
 
 def test_an_unrecorded_cluster_is_ignored():
-    # Without recording, wss may fold identical micro-batches: the cluster is not on the Result's time axis.
+    # Without recording the cluster kept no spans: the trace is drawn from the Result's records alone.
     result, cluster = simulate_detailed(FC_MNIST, record=False)
     assert build_trace(result, cluster) == build_trace(result)
 

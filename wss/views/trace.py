@@ -90,11 +90,15 @@ class _Builder:
         return self._tids[key]
 
     def span(self, pid: int, tid: int, name: str, cat: str, start_s: float, end_s: float,
-             args: dict[str, Any]) -> None:
+             args: dict[str, Any], at: int | None = None) -> None:
+        """A complete event, appended or (``at``) inserted at that position."""
         ts = _us(start_s)
         dur = max(round(_us(end_s) - ts, _DECIMALS), 0.0)
-        self.events.append({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-                            "args": args})
+        event = {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        if at is None:
+            self.events.append(event)
+        else:
+            self.events.insert(at, event)
 
     def instant(self, pid: int, tid: int, name: str, cat: str, t_s: float, args: dict[str, Any]) -> None:
         self.events.append({"ph": "i", "s": "t", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": _us(t_s),
@@ -261,16 +265,23 @@ class _SpanTracks:
         step = self.placed.step_of_pass(pass_index)
         return f"{op.name} {p.phase} s{step}", p.phase, {"step": step, "micro_batch": p.micro_batch}
 
-    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[Any, ...]]) -> None:
-        """One span per stretch of folded copies on a track, narrowed so that the track's spans nest in it."""
+    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[Any, ...]], first: int) -> None:
+        """One span per stretch of folded copies on a track, narrowed so that the track's spans nest in it.
+
+        They go before the track's spans (``first``: the position of its first), so that a viewer reading
+        spans that start together in file order opens the mark first and nests the span in it.
+        """
+        at = first
         for s in self.placed.stretches:
             lo, hi = _gap([(d[0], d[1]) for d in drawn], s.start_s, s.end_s)
             if hi > lo:
-                self.tb.span(pid, tid, s.name, "folded", lo, hi, _stretch_args(s))
+                self.tb.span(pid, tid, s.name, "folded", lo, hi, _stretch_args(s), at=at)
+                at += 1
 
     def link_spans(self, pid: int, thread: str, spans: Iterable[tuple[float, float, int, float]] | None) -> None:
         """One thread of chunk spans, merged per pass unless ``merge`` is off."""
         tid = self.tb.thread(pid, thread)
+        first = len(self.tb.events)
         merged = _merge(self.placed.pass_spans(spans or []), self.merge)
         for a, b, p, nbytes, chunks, busy in merged:
             name, phase, args = self.label(p)
@@ -280,7 +291,7 @@ class _SpanTracks:
                 if busy < 0.999 * (b - a):  # the link idled between the chunks of this pass
                     args["busy_us"] = _us(busy)
             self.tb.span(pid, tid, name, phase, a, b, args)
-        self.folded(pid, tid, merged)
+        self.folded(pid, tid, merged, first)
 
     def busy(self, spans: Sequence[tuple[float, ...]]) -> np.ndarray:
         """Busy fraction per bucket of spans recorded on the simulated axis (non-overlapping, in order)."""
@@ -327,6 +338,7 @@ class _SpanTracks:
         if not timeline:
             return
         tid = self.tb.thread(pid, "stalls")
+        first = len(self.tb.events)
         stalls = _stalls(self.placed.timeline(timeline), per_chunk)
         for a, b, cause, p, waits, stalled in stalls:
             args: dict[str, Any] = {"kernel": self.label(p)[0]} if p >= 0 else {}
@@ -334,7 +346,7 @@ class _SpanTracks:
                 args["waits"] = waits
                 args["stalled_us"] = _us(stalled)
             self.tb.span(pid, tid, f"{cause} stall", cause, a, b, args)
-        self.folded(pid, tid, stalls)
+        self.folded(pid, tid, stalls, first)
         compute = [(a, b) for a, b, cause, _ in timeline if cause == "compute"]
         self.tb.counter(pid, "wafer compute busy", self.edges[:-1], self.busy(compute), "fraction")
 
@@ -348,11 +360,12 @@ class _SpanTracks:
         pid = self.tb.process(f"wafers ({len(cluster.wafers)}, each apart)")
         for wafer in cluster.wafers:
             tid = self.tb.thread(pid, wafer.name)
+            first = len(self.tb.events)
             joined = _joined(self.placed.timeline(wafer.timeline))
             for a, b, cause, p in joined:
                 name = self.label(p)[0] if cause == "compute" and p >= 0 else f"{cause} stall"
                 self.tb.span(pid, tid, name, cause, a, b, {"pass": p} if p >= 0 else {})
-            self.folded(pid, tid, joined)
+            self.folded(pid, tid, joined, first)
         pid = self.tb.process(f"SwarmX edges ({len(cluster.tree.links())} links)")
         for link in cluster.tree.links():
             self.link_spans(pid, link.name, link.spans)
@@ -364,10 +377,11 @@ class _SpanTracks:
             return
         pid = self.tb.process("input workers")
         tid = self.tb.thread(pid, "input")
+        first = len(self.tb.events)
         placed = self.placed.micro_batch_spans(spans)
         for a, b, step, mb in placed:
             self.tb.span(pid, tid, f"micro-batch {mb} s{step}", "input", a, b, {"step": step, "micro_batch": mb})
-        self.folded(pid, tid, placed)
+        self.folded(pid, tid, placed, first)
 
 
 def _joined(timeline: Sequence[tuple[float, float, str, int]]) -> list[tuple[float, float, str, int]]:
@@ -389,12 +403,13 @@ def _swarmx_nodes(result: Result, cluster: Cluster) -> list[int]:
     return list(nodes)
 
 
-def _optimizer_updates(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]]]:
+def _optimizer_updates(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]], int]:
     """MemoryX's optimizer: one span per update or accumulation, from the Result's records.
 
-    Returns the process and thread ids and the spans drawn."""
+    Returns the process and thread ids, the spans drawn and the position of the first."""
     pid = tb.process("optimizer")
     tid = tb.thread(pid, "update")
+    first = len(tb.events)
     drawn = []
     for r in result.records:
         if r.where != "memoryx":
@@ -403,14 +418,15 @@ def _optimizer_updates(tb: _Builder, result: Result) -> tuple[int, int, list[tup
         tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s,
                 {"step": r.step, "micro_batch": r.micro_batch, "bytes_read": _num(r.bytes_in),
                  "bytes_written": _num(r.bytes_out), "bound_by": r.bound_by, "queued_us": _us(r.exposed_stall_s)})
-    return pid, tid, drawn
+    return pid, tid, drawn, first
 
 
-def _wafer_passes(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]]]:
-    """The wafer's process and its compute thread, one span per pass; returns the process and thread ids and
-    the spans drawn."""
+def _wafer_passes(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]], int]:
+    """The wafer's process and its compute thread, one span per pass; returns the process and thread ids, the
+    spans drawn and the position of the first."""
     pid = tb.process(wafer_process_name(result))
     tid = tb.thread(pid, "compute")
+    first = len(tb.events)
     drawn = []
     for r in result.records:
         if r.where != "wafer":
@@ -423,7 +439,7 @@ def _wafer_passes(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[fl
         if r.exposed_stall_s > 0:
             args["exposed_stall_us"] = _us(r.exposed_stall_s)
         tb.span(pid, tid, f"{r.name} {r.phase} s{r.step}", r.phase, r.start_s, r.end_s, args)
-    return pid, tid, drawn
+    return pid, tid, drawn, first
 
 
 def _losses(tb: _Builder, result: Result) -> None:
