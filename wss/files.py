@@ -1,7 +1,7 @@
 """Atomic file writing: a temporary file in the same folder, then a rename.
 
 Readers never see half a file, and an error leaves nothing behind.  Files get
-the permissions ``open()`` would give them (``mkstemp`` alone makes 0600).
+the permissions ``open()`` would give them (the temporary file alone is 0600).
 
 A file or folder that cannot be written raises :class:`OutputError` (a
 :class:`~wss.errors.WssError`) naming the path and the reason, so the CLI
@@ -135,17 +135,34 @@ def _dir_problem(path: Path) -> str | None:
     return None
 
 
+def _new_temp_file(folder: Path, prefix: str) -> Path:
+    """Create an empty file ``<prefix><random>.tmp`` in ``folder``, readable by its owner only; return its path.
+
+    Unlike :func:`tempfile.mkstemp` this knows the name before the file exists, so a signal (Ctrl-C,
+    SIGTERM) arriving just as the file is made still removes it: no temporary file stays behind.
+    """
+    while True:
+        tmp = folder / f"{prefix}{os.urandom(6).hex()}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            continue
+        except OSError:
+            raise
+        except BaseException:  # a 48-bit random name: if it exists now, this call made it
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
+
+
 def _probe(path: Path) -> str | None:
     """Check that a file can be created in folder ``path``; return the reason if not."""
     try:
-        import tempfile  # here: `wss --help` and `wss validate` write nothing
-
-        fd, name = tempfile.mkstemp(prefix=".wss-write-check.", suffix=".tmp", dir=path)
+        made = _new_temp_file(path, ".wss-write-check.")
     except OSError as exc:
         return _reason(exc)
-    os.close(fd)
     with contextlib.suppress(OSError):
-        os.unlink(name)
+        made.unlink()
     return None
 
 
@@ -188,20 +205,10 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     if problem:
         raise OutputError(f"cannot write {path}: {problem}")
     txn = _ACTIVE.get()
-    made: Path | None = None
     try:
-        import tempfile
-
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        made = Path(name)
-        os.close(fd)
+        tmp = _new_temp_file(path.parent, f".{path.name}.")
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from exc
-    except BaseException:  # Ctrl-C or SIGTERM between making the file and closing it
-        if made is not None:
-            made.unlink(missing_ok=True)
-        raise
-    tmp = made
     try:
         yield tmp
         os.chmod(tmp, 0o666 & ~_umask())

@@ -166,3 +166,23 @@ def test_all_or_nothing_without_staging_writes_at_once_and_removes_only_empty_ne
         assert (tmp_path / "cache" / "p.json").is_file()
         raise KeyboardInterrupt
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]  # the cached point stays
+
+
+@pytest.mark.parametrize("write", [
+    lambda folder: atomic_write_text(folder / "result.json", "{}"),
+    lambda folder: ensure_file_target(folder / "result.json"),  # its write check makes and removes a file too
+])
+def test_a_signal_just_as_the_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch, write):
+    """Ctrl-C or SIGTERM landing right after the temporary file exists (before its name reaches the caller,
+    as inside tempfile.mkstemp) must still remove it."""
+    real_open = os.open
+
+    def made_then_interrupted(path, flags, *args, **kwargs):
+        os.close(real_open(path, flags, *args, **kwargs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "open", made_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write(tmp_path)
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
