@@ -34,7 +34,8 @@ from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
 from wss.model.flash_tails import flash_rng, read_factors
-from wss.model.fold import Fold, Snapshot, analyse
+from wss.model.fold import Fold, FoldMismatch, Snapshot, analyse
+from wss.model.layer_fold import FoldPoint, LayerFold, LayersFold, check_point, fold_points, unfold_layers
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program
@@ -75,6 +76,10 @@ class Cluster:
     snapshots: dict = field(default_factory=dict)
     fold: Fold | None = None
     step_fold: StepsFold | None = None
+    layer_points: list[FoldPoint] = field(default_factory=list)
+    layer_snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    layer_folds: list[LayerFold] = field(default_factory=list)
+    layers: LayersFold | None = None
 
     def links(self) -> list[Link]:
         extra = [self.offload_in] if self.offload_in is not None else []
@@ -133,8 +138,13 @@ class Cluster:
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        value = self.counters()[counter] + (self.fold.extra(counter) if self.fold is not None else 0.0)
+        value = self.counters()[counter] + (self.layers.extra(counter) if self.layers is not None else 0.0)
+        value += self.fold.extra(counter) if self.fold is not None else 0.0
         return value + self.step_fold.extra(counter) if self.step_fold is not None else value
+
+    def layer_repeats(self, pass_index: int) -> int:
+        """How many block passes the record of a simulated pass stands for (with layer folding)."""
+        return self.layers.repeats(pass_index) if self.layers is not None else 1
 
     def unfolding(self) -> Unfolding:
         """The maps from the simulated axis to the unfolded one (micro-batches and steps)."""
@@ -333,6 +343,18 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
             cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
 
         wafer.on_micro_batch_start = snapshot
+    if plan.layer_runs:
+        cluster.layer_points = fold_points(program, plan.ops, plan.layer_runs, plan.layer_directions)
+        checks = {f.c: f for f in cluster.layer_points}
+
+        def snapshot_pass(index: int) -> None:
+            cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
+                                                      cluster.state())
+            if index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
+                cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
+
+        wafer.marked_passes = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
+        wafer.on_marked_pass = snapshot_pass
     return cluster
 
 
@@ -362,9 +384,14 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
     last_step = plan.simulated_steps - 1
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
+    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
+    if plan.layer_runs:
+        cluster.layers = LayersFold(tuple(cluster.layer_folds))
+        check_layer_crossings(cluster, cluster.layers)
+        unfold_layers(cluster, cluster.layers)
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
         cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.simulated_steps,
@@ -375,6 +402,26 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
                                           plan.step_fold_copies)
     return cluster
+
+
+def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
+    """Raise :class:`FoldMismatch` where a wait reaches across layer copies (module :mod:`wss.model.layer_fold`).
+
+    A stream pass that waited for the previous step's update of its kernel, with copies between that
+    update's gradient and the wait, would wait less (or not at all) in the real run; so would the wafer
+    waiting for a micro-batch's input data after copies (the input arrives on its own schedule).
+    """
+    program, shift = cluster.program, layers.shift
+    last_mb = len(cluster.plan.micro_batches) - 1
+    grad = {(p.kernel, p.step): p.index for p in program
+            if p.phase == "backward" and p.kernel is not None and p.micro_batch == last_mb}
+    for index, kernel, step in cluster.memoryx.update_waits:
+        if shift(index) != shift(grad[(kernel, step)]):
+            raise FoldMismatch(f"pass {index} waited for the update of kernel {kernel} in step {step} across "
+                               "folded blocks")
+    for _, _, cause, index in cluster.wafer.timeline:
+        if cause == "input" and shift(index) > 0:
+            raise FoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks")
 
 
 def _event_count(env: simpy.Environment) -> int:

@@ -301,6 +301,11 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
     }
     if plan.step_fold_copies:  # only in a run whose steps are folded: results of other runs keep their bytes
         facts["steps_simulated"] = plan.simulated_steps
+    if cluster.layers is not None:  # likewise, only with layers folded
+        blocks = len({op.block for op in plan.ops if op.block is not None})
+        facts["blocks"] = blocks
+        facts["blocks_simulated_forward"] = blocks - len(plan.dropped_in("forward"))
+        facts["blocks_simulated_backward"] = blocks - len(plan.dropped_in("backward"))
     return facts
 
 
@@ -334,12 +339,13 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
     hw = plan.scenario.hardware
     dense = executed = 0.0
     recompute_blocks = plan.checkpointing in ("blocks", "offload")
+    nnz = {id(k.kernel): k.nnz for k in plan.kernels}
     for op in plan.ops:
         if isinstance(op, StreamedKernel):
             if op.kind == "embedding":
                 continue
             d = op.dense_flops_per_token() * tokens
-            e = 2.0 * _nnz(plan, op) * tokens
+            e = 2.0 * nnz[id(op)] * tokens
             dense += 3 * d
             executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
         else:
@@ -357,13 +363,6 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
         fraction_of_peak=executed / step_time / peak,
         dense_equivalent_fraction_of_peak=dense / step_time / peak,
     )
-
-
-def _nnz(plan, op: StreamedKernel) -> int:
-    for k in plan.kernels:
-        if k.kernel is op:
-            return k.nnz
-    raise KeyError(op.name)
 
 
 def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
@@ -461,7 +460,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
-                repeats=unfold.repeats(p.step, p.micro_batch),
+                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.layer_repeats(p.index),
                 **_seconds_fields(seconds[p.index]),
             )
         )
@@ -478,6 +477,8 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
     drain: dict[str, float] = {}
     for a, b, cause in tail:
         drain[cause] = drain.get(cause, 0.0) + (b - a)
+    grad = {(p.kernel, p.step, p.micro_batch): p.index for p in cluster.program
+            if p.phase == "backward" and p.kernel is not None}
     for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
         kp = plan.kernels[j.kernel]
         t = j.traffic
@@ -503,7 +504,8 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=unfold.repeats(j.step, j.micro_batch),
+                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.layer_repeats(grad[(j.kernel, j.step,
+                                                                                            j.micro_batch)]),
                 **_seconds_fields(drain if j is last_job else {}),
             )
         )
