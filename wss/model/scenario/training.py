@@ -91,8 +91,9 @@ class SimulationConfig(Frozen):
         True,
         description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
         "for the identical ones in between; likewise steps 0-3 and the last of a run of many steps, repeating "
-        "step 3 (not with numerics, whose every step is simulated). Checked for periodicity; falls back to "
-        "simulating all.",
+        "step 3 (not with numerics, whose every step is simulated), and the first and last 4 blocks of a run of "
+        "identical blocks, repeating one block for the rest. Checked for periodicity; falls back to simulating "
+        "all.",
     )
     fold_wafers: Literal["auto"] | bool = Field(
         "auto",
