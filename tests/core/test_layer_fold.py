@@ -97,7 +97,7 @@ def test_the_program_leaves_out_the_middle_of_each_run():
 
 
 def test_a_folded_record_stands_for_the_blocks_left_out():
-    folded, fc, full, _ = _pair("gpt3_175b")
+    folded, _, full, _ = _pair("gpt3_175b")
     assert folded.cluster["blocks"] == 96
     assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 8
     for phase in ("forward", "recompute", "backward"):

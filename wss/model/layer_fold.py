@@ -6,8 +6,8 @@ steady state, one block's forward pass repeats the previous block's exactly
 its recompute and backward pass, with its gradients and its update.  With
 folding on, for a run of ``n`` identical consecutive blocks ``lo .. hi`` the
 program keeps blocks ``lo .. lo+3`` and ``hi-3 .. hi`` and drops the
-``n - 8`` between (:func:`~wss.model.plan.layer_runs.block_runs` finds the runs, :func:`dropped_blocks`
-names what the program leaves out).  In every simulated micro-batch there are
+``n - 8`` between (:func:`~wss.model.plan.layer_runs.block_runs` finds the runs, :meth:`Plan.dropped_in
+<wss.model.plan.types.Plan.dropped_in>` names what the program leaves out).  In every simulated micro-batch there are
 then two *fold points* per run:
 
 * forward: blocks ``lo``, ``lo+1`` settle, ``lo+2`` and ``lo+3`` are
@@ -43,22 +43,21 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from wss.model.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass
 
-__all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "dropped_blocks", "fold_points", "check_point",
-           "unfold_layers"]
+if TYPE_CHECKING:
+    from wss.model.cluster import Cluster
+
+__all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "fold_points",
+           "check_point", "unfold_layers"]
 
 #: Pass index of a timeline span that belongs to a folded copy (no simulated pass owns it).
 COPY_PASS = -2
-
-
-def dropped_blocks(runs: Sequence[BlockRun]) -> frozenset[int]:
-    """Blocks the program leaves out."""
-    return frozenset(b for r in runs for b in r.dropped)
 
 
 @dataclass(frozen=True)
@@ -102,9 +101,9 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
             fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]
             bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + k - 1)]
             if "forward" in directions:
-                points.append(FoldPoint(step, mb, "forward", *fw, r.copies))
+                points.append(FoldPoint(step, mb, "forward", fw[0], fw[1], fw[2], r.copies))
             if "backward" in directions:
-                points.append(FoldPoint(step, mb, "backward", *bw, r.copies))
+                points.append(FoldPoint(step, mb, "backward", bw[0], bw[1], bw[2], r.copies))
     return sorted(points, key=lambda f: f.c)
 
 
@@ -200,7 +199,7 @@ def _by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str, float
     return out
 
 
-def unfold_layers(cluster, layers: LayersFold) -> None:  # type: ignore[no-untyped-def]
+def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
     """Move what a finished run recorded onto the axis with every fold point's copies in place.
 
     The wafer's timeline gains each copy's spans; its passes, loss times, the optimizer's jobs and the
@@ -226,7 +225,7 @@ def unfold_layers(cluster, layers: LayersFold) -> None:  # type: ignore[no-untyp
         j.arrived += d
         j.start += d
         j.end += d
-    first_pass = {}
+    first_pass: dict[tuple[int, int], int] = {}
     for p in program:
         first_pass.setdefault((p.step, p.micro_batch), p.index)
     for key, snap in list(cluster.snapshots.items()):

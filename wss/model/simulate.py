@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

@@ -66,7 +66,7 @@ def block_runs(plan: Plan) -> tuple[BlockRun, ...]:
 def _signature(plan: Plan, positions: list[int], tokens: list[int]) -> tuple:
     """Everything about a block's ops that the simulation reads (at micro-batches of ``tokens``), without
     their names."""
-    out = []
+    out: list[tuple] = []
     for pos in positions:
         op = plan.ops[pos]
         bare = dataclasses.replace(op, name="", layer="", block=0)
