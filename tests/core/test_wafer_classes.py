@@ -21,6 +21,7 @@ from wss.model.components.swarmx import SwarmXSettings
 from wss.model.components.swarmx_tree import SwarmXTree, stand_ins
 from wss.model.simulate import simulate_detailed
 from wss.model.unfolded import UnfoldedCluster
+from wss.model.wafer_folding import simulated_wafers
 
 
 def test_identical_subtrees_are_stood_for_by_their_first_member():
@@ -156,3 +157,19 @@ def test_wafer_classes_is_left_out_of_the_scenario_at_its_default():
     assert s.simulation.wafer_classes and "wafer_classes" not in json.loads(s.model_dump_json())["simulation"]
     off = wss.load_scenario(_BASE, ["simulation.wafer_classes=false"])
     assert json.loads(off.model_dump_json())["simulation"]["wafer_classes"] is False
+
+
+def test_the_work_bound_counts_the_wafers_simulated():
+    """GPT-3 175B on 192 wafers with 8 more samples than 8 each: 9 micro-batches, not folded; all 192 apart
+    exceed the bound on simulated chunk passes, the classes (wafers 0-7 with 9 samples, the rest with 8) do not."""
+    over = ["training.global_batch=1544", "simulation.fold_wafers=false"]
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", over)
+    # Fan-out 4, four levels: a node of 9s (wafers 0-3, and 4-7 alike), one of 8s beside them (8-11), a
+    # subtree of 8s beside theirs (16-31), and one beside the root's first child (64-127).
+    assert simulated_wafers(s) == 4
+    leaves = stand_ins(s.hardware.swarmx.nodes_per_level(192), 192, 4, [9] * 8 + [8] * 184)[-1]
+    assert sorted(set(leaves)) == [0, 8, 16, 64]
+    with pytest.raises(wss.ScenarioError, match="192 wafers simulated apart"):
+        wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", [*over, "simulation.wafer_classes=false"])
+    jitter = wss.load_scenario(_BASE, ["faults.jitter={sigma: 0.05}"])
+    assert simulated_wafers(jitter) == 16

@@ -16,7 +16,7 @@ from wss.model.plan.micro_batching import wafer_samples
 from wss.model.results import UNIFORM_FOLDING, WaferFolding
 from wss.model.scenario import Scenario
 
-__all__ = ["wafer_folding", "uniform_shards"]
+__all__ = ["wafer_folding", "uniform_shards", "simulated_wafers"]
 
 
 def uniform_shards(scenario: Scenario) -> bool:
@@ -46,3 +46,22 @@ def wafer_folding(scenario: Scenario) -> WaferFolding:
     if uniform:
         return UNIFORM_FOLDING
     return WaferFolding(folded=False, reason=f"auto: the shards are uneven, {_shards(scenario)}")
+
+
+def simulated_wafers(scenario: Scenario) -> int:
+    """Wafers an unfolded run simulates: one per class of identical wafers under identical subtrees
+    (``simulation.wafer_classes``; :func:`wss.model.components.swarmx_tree.stand_ins`), else every wafer.
+
+    A wafer's kind here is its shard, its slowdown and, with jitter, itself (every wafer draws its own
+    factors): equal shards make equal micro-batches, so these are the classes the run uses.
+    """
+    from wss.model.components.swarmx_tree import stand_ins  # lazy: the scenario loader imports this module
+
+    hw, faults = scenario.hardware, scenario.faults
+    if not scenario.simulation.wafer_classes or faults.jitter is not None:
+        return hw.wafers
+    slow = faults.slowdowns()
+    kinds = [(n, slow.get(w, 1.0)) for w, n in enumerate(wafer_samples(scenario.training.global_batch, hw.wafers))]
+    leaves = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
+                       faults.bandwidth_factors())[-1]
+    return sum(1 for w, s in enumerate(leaves) if s == w)

@@ -36,7 +36,6 @@ wafer stand for a uniform cluster applied at every node
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Generator, Hashable, Mapping, Sequence
 from typing import Any
 
@@ -115,7 +114,7 @@ class Fanout:
         if len(self.inboxes) == 1:
             return self.inboxes[0].put(item)
         # Each child gets its own copy: a link stamps the chunk with its arrival time downstream.
-        puts = [box.put(dataclasses.replace(item)) for box in self.inboxes]
+        puts = [box.put(item.copy()) for box in self.inboxes]
         pending = [p for p in puts if not p.triggered]
         if not pending:
             return puts[-1]
@@ -166,7 +165,8 @@ class Reduce:
             arrived.append((item, wait))
             return wait
         del self._arrived[key]
-        summed = dataclasses.replace(item, ready_at=max([item.ready_at, *(c.ready_at for c, _ in arrived)]))
+        summed = item.copy()
+        summed.ready_at = max([item.ready_at, *(c.ready_at for c, _ in arrived)])
         taken = self.out.put(summed)
         if arrived:
             def release(_event: simpy.Event) -> None:
