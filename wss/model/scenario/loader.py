@@ -384,7 +384,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems = _cluster_limit_checks(s)
     hw = s.hardware
     problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers,
-                               s.training.steps)
+                               s.training.steps, hw.memoryx.shards)
     model = s.workload.model
     problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:
