@@ -193,6 +193,10 @@ def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float
     out = []
     for w, mbs in enumerate(wafer_micro_batches(plan)):
         s = cluster.stand_in[w]
+        if s == -1:  # cut off by a SwarmX node that is down: no samples, no work, idle all along
+            out.append(WaferRecord(wafer=w, samples=0, micro_batches=[], breakdown_s=dict.fromkeys(
+                BREAKDOWN_CATEGORIES, 0.0), compute_s=0.0, idle_s=step_time))
+            continue
         if s not in measured:
             timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], cluster.wafers[s])
             copy = (lambda k, s=s: cluster.copy_breakdown(s, k)) if fold is not None else None
@@ -375,7 +379,7 @@ def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
     plan = cluster.plan
     hw = plan.scenario.hardware
     steps = plan.scenario.training.steps
-    n = hw.wafers
+    n = cluster.reachable if isinstance(cluster, UnfoldedCluster) else hw.wafers  # wafers that train
     sx = cluster.swarmx
     out: dict[str, LinkBytes] = {}
 

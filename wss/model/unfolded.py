@@ -64,6 +64,7 @@ from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_evenly
 from wss.model.program import Pass, build_program
 from wss.model.stall import run_or_explain
+from wss.model.wafer_shards import reachable_wafers
 
 __all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer",
            "wafer_kinds"]
@@ -96,6 +97,11 @@ class UnfoldedCluster(Cluster):
         return [f"wafer.{w}" for w in range(len(self.wafers))] + self.tree.link_names()
 
     @property
+    def reachable(self) -> int:
+        """Wafers that train (not cut off by a SwarmX node that is down)."""
+        return sum(1 for s in self.stand_in if s >= 0)
+
+    @property
     def simulated(self) -> list[Wafer]:
         """The wafers that ran, one per class of identical wafers, in order."""
         return [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
@@ -104,7 +110,7 @@ class UnfoldedCluster(Cluster):
         """After the run: every wafer and edge stood for by another becomes a copy of its stand-in under its
         own name (the same timeline, counters and spans), for per-wafer records, traces and figures."""
         for w, s in enumerate(self.stand_in):
-            if s != w:
+            if s not in (w, -1):
                 self.wafers[w] = copy.copy(self.wafers[s])
                 self.wafers[w].name = f"wafer.{w}"
         self.tree.name_members()
@@ -201,16 +207,19 @@ def _jitter(plan: Plan) -> list[tuple[float, ...]]:
     return [tuple(float(x) for x in row) for row in drawn]
 
 
-def wafer_kinds(plan: Plan) -> list[Hashable]:
-    """What sets each wafer apart from the others: its micro-batch sizes, its slowdown and its jitter draws.
+def wafer_kinds(plan: Plan, classes: bool = True) -> list[Hashable | None]:
+    """What sets each wafer apart from the others: its micro-batch sizes, its slowdown and its jitter draws
+    (without ``classes``, the wafer itself); ``None`` for a wafer cut off by a node that is down.
 
     Wafers of one kind, under identical subtrees of the tree, have identical timelines (the rest of a
     wafer's inputs, its settings and its program, follow from these).  Failures are not part of it:
     they cost time between steps and change no step.
     """
     slowdowns = plan.scenario.faults.slowdowns()
-    return [(tuple(mbs), slowdowns.get(w, 1.0), factors)
-            for w, (mbs, factors) in enumerate(zip(wafer_micro_batches(plan), _jitter(plan)))]
+    reachable = set(reachable_wafers(plan.scenario))
+    kinds = [(tuple(mbs), slowdowns.get(w, 1.0), factors) if classes else w
+             for w, (mbs, factors) in enumerate(zip(wafer_micro_batches(plan), _jitter(plan)))]
+    return [k if w in reachable else None for w, k in enumerate(kinds)]
 
 
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
@@ -255,7 +264,7 @@ def build_unfolded(plan: Plan, record: bool = False,
     memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     rep = representative_wafer(plan)
     faults = plan.scenario.faults
-    kinds = wafer_kinds(plan) if plan.scenario.simulation.wafer_classes else None
+    kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
     tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
                       kinds)
     stand_in = tree.stand_in[-1]
@@ -271,6 +280,9 @@ def build_unfolded(plan: Plan, record: bool = False,
     stores: list[ActivationStore] = []
     returns: list[Link] = []
     for w, mbs in enumerate(sizes):
+        if stand_in[w] == -1:  # cut off: a wafer that never runs (its record and trace track stay empty)
+            wafers.append(Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), [], {}, {}))
+            continue
         if stand_in[w] != w:  # stood for by an identical wafer
             wafers.append(wafers[stand_in[w]])
             continue
@@ -300,7 +312,7 @@ def build_unfolded(plan: Plan, record: bool = False,
     memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
     tree.connect_root(memoryx_in.inbox)
     memoryx_in.connect(memoryx.grad_inbox)
-    at = sorted(set(stand_in)).index(rep)  # the representative among the simulated wafers
+    at = sorted(set(stand_in) - {-1}).index(rep)  # the representative among the simulated wafers
     offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
     cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, optimizer, tree, memoryx_in,
                               wafers[rep], inputs[at], flash_channel, stores[at] if stores else None, offload_in,

@@ -99,6 +99,7 @@ def format_plan(plan: Plan) -> str:
     )
     hw = s.hardware
     lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    lines.append(f"  nodes       {describe_edges(hw.swarmx.node_names(hw.wafers))} (names for faults.nodes)")
     indexes = f"0-{hw.wafers - 1}" if hw.wafers > 1 else "0"
     shards = hw.memoryx.shards
     lines.append(f"  wafers      {indexes} (indexes for faults.stragglers and faults.events); MemoryX shards "

@@ -58,7 +58,7 @@ def edge_names(nodes_per_level: Sequence[int], wafers: int, name: str = "swarmx"
             for c in range(_children(level, nodes_per_level, wafers))]
 
 
-def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable],
+def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable | None],
               factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
     """Each edge's stand-in, level by level (root first): the edge simulated in its place.
 
@@ -68,20 +68,26 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
     for by the edge at the same place under the member's stand-in.  An edge that stands for itself is
     simulated; ``stand_ins(...)[-1][w]`` is the wafer simulated in wafer ``w``'s place.  With every
     kind distinct, every edge stands for itself (one process per wafer and per edge).
+
+    A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
+    wafer below it stand for nothing (``-1``) and carry nothing.
     """
     factor = factor or {}
     depth = len(nodes_per_level)
     widths = [_children(level, nodes_per_level, wafers) for level in range(1, depth + 1)]
     ids: dict[Hashable, int] = {}  # a signature -> a small integer naming it
     below: list[int] = [ids.setdefault(("wafer", k), len(ids)) for k in kinds]  # what hangs under each edge
+    live = [k is not None for k in kinds]  # does any wafer that trains hang below the edge?
     signatures: list[list[int]] = [[] for _ in range(depth)]
+    alive: list[list[bool]] = [[] for _ in range(depth)]
     for level in range(depth, 0, -1):  # bottom-up: an edge's signature is its factor and its subtree's
         sig = [ids.setdefault(("edge", level, factor.get(f"{name}.l{level}.{c}", 1.0), below[c]), len(ids))
                for c in range(widths[level - 1])]
-        signatures[level - 1] = sig
+        signatures[level - 1], alive[level - 1] = sig, live
         nodes = nodes_per_level[level - 1]
         below = [ids.setdefault(("node", level, *sig[i * fan_out:(i + 1) * fan_out]), len(ids))
                  for i in range(nodes)]
+        live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
     out: list[list[int]] = []
     parent: list[int] = [0]  # the root node stands for itself
     for level in range(1, depth + 1):
@@ -92,6 +98,9 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
         row = []
         for c in range(widths[level - 1]):
             node = parent[c // fan_out]  # the node standing for this edge's node
+            if not alive[level - 1][c]:
+                row.append(-1)
+                continue
             place = node * fan_out + c % fan_out  # the edge at the same place under it
             row.append(first[(node, sig[place])])
         out.append(row)
@@ -294,11 +303,12 @@ class SwarmXTree(SwarmX):
         return list({id(link): link for link in links}.values())
 
     def _edges(self, env: simpy.Environment, direction: str, factor: Mapping[str, float]) -> list[list[Link]]:
-        """One link per simulated edge of each level; every other edge is its stand-in's link."""
+        """One link per simulated edge of each level; every other edge is its stand-in's link, and an edge
+        that carries nothing (above wafers cut off) a link that never runs."""
         out = []
         for level, row in enumerate(self.stand_in, start=1):
-            own = {c: self._edge(env, direction, level, c, factor) for c in self._simulated(level)}
-            out.append([own[s] for s in row])
+            own = {c: self._edge(env, direction, level, c, factor) for c, s in enumerate(row) if s in (c, -1)}
+            out.append([own[c if s == -1 else s] for c, s in enumerate(row)])
         return out
 
     def _nodes(self, env: simpy.Environment, level: int) -> None:
@@ -307,10 +317,10 @@ class SwarmXTree(SwarmX):
         name = self.settings.name
         below = self.down_edges[level - 1]
         above = [0] if level == 1 else self.stand_in[level - 2]
-        fanouts: dict[int, Fanout] = {}
-        reducers: dict[int, Reduce] = {}
-        for i in sorted(set(above)):
-            children = self._children(level, i)
+        fanouts: dict[int, Fanout] = {-1: Fanout(env, f"{name}.l{level}.down", [])}  # a node that is down, or
+        reducers: dict[int, Reduce] = {-1: Reduce(env, f"{name}.l{level}.down", 0)}  # above wafers cut off
+        for i in sorted(set(above) - {-1}):
+            children = [c for c in self._children(level, i) if self.stand_in[level - 1][c] >= 0]
             fanouts[i] = Fanout(env, f"{name}.l{level}.n{i}", self._distinct([below[c] for c in children]))
             reducers[i] = Reduce(env, f"{name}.l{level}.n{i}", len(children))
         self.fanouts.append([fanouts[s] for s in above])
@@ -347,7 +357,14 @@ class SwarmXTree(SwarmX):
 
     def simulated_links(self) -> list[Link]:
         """The links that run, in the order of :meth:`links`: the order they start in."""
-        return self._distinct(self.links())
+        depth = self.levels
+        down = [self.down_edges[level - 1][c] for level in range(1, depth + 1) for c in self._simulated(level)]
+        up = [self.up_edges[level - 1][c] for level in range(depth, 0, -1) for c in self._simulated(level)]
+        return down + up
+
+    def edges_below(self, level: int, wafers: int) -> int:
+        """Edges leaving level ``level`` that carry chunks (not those above wafers cut off)."""
+        return sum(1 for s in self.stand_in[level - 1] if s >= 0)
 
     def link_names(self) -> list[str]:
         """Every edge's link name, in the order of :meth:`links`."""
@@ -364,7 +381,7 @@ class SwarmXTree(SwarmX):
         for direction, edges in (("down", self.down_edges), ("up", self.up_edges)):
             for level, row in enumerate(edges, start=1):
                 for c, s in enumerate(self.stand_in[level - 1]):
-                    if s != c:
+                    if s not in (c, -1):
                         row[c] = copy.copy(row[s])
                         row[c].name = f"{name}.{direction}.l{level}.{c}"
 

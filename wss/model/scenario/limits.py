@@ -81,8 +81,9 @@ def simulated_micro_batches(s: Scenario) -> int:
     :func:`wss.model.simulate.simulate_detailed`).
     """
     from wss.model.wafer_folding import uniform_shards, wafer_folding  # lazy: the plan imports this package
+    from wss.model.wafer_shards import shard_samples
 
-    per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
+    per_wafer = max(shard_samples(s))
     size = s.training.micro_batch
     count = per_wafer if size == "auto" else math.ceil(per_wafer / min(size, per_wafer))
     folds = (s.simulation.fold_micro_batches and s.faults.flash is None
