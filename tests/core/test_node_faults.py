@@ -120,3 +120,12 @@ def test_a_node_down_cannot_be_folded_and_validate_lists_the_nodes(tmp_path: Pat
     out = capsys.readouterr().out
     assert "nodes       swarmx.l1.n0, swarmx.l2.n0-3 (names for faults.nodes)" in out
     assert "node swarmx.l2.n1 down" in out
+
+
+def test_the_wafers_figure_marks_the_wafers_cut_off():
+    from wss.views.plots import wafers_figure
+
+    r = wss.simulate(_down(_cluster(48), "swarmx.l2.n1"))
+    handles, labels = wafers_figure(r).axes[0].get_legend_handles_labels()
+    cut = handles[labels.index("cut off (node down)")]
+    assert [round(bar.get_x() + bar.get_width() / 2) for bar in cut] == [4, 5, 6, 7]
