@@ -36,6 +36,7 @@ from wss.model.engine import Environment
 from wss.model.flash_tails import flash_rng, read_factors
 from wss.model.fold import Fold, FoldMismatch, Snapshot, analyse
 from wss.model.layer_fold import FoldPoint, LayerFold, LayersFold, check_point, fold_points, unfold_layers
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program
@@ -152,12 +153,13 @@ class Cluster:
 
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
-    """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up."""
-    mx = plan.scenario.hardware.memoryx
+    """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up (each at the slowest
+    shard's: :mod:`wss.model.memoryx_rates`)."""
+    rates = memoryx_rates(plan.scenario)
     return OptimizerSettings(
-        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
-        flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
-        flops_per_s=mx.shards * mx.optimizer_flops,
+        flash_read_Bps=rates.flash_read_Bps,
+        flash_write_Bps=rates.flash_write_Bps,
+        flops_per_s=rates.optimizer_flops,
         cost=plan.optimizer,
         incoming_bytes_per_param=float(PRECISION_BYTES[plan.scenario.training.gradient_precision]),
     )
@@ -166,7 +168,7 @@ def optimizer_settings(plan: Plan) -> OptimizerSettings:
 def memoryx_settings(plan: Plan) -> MemoryXSettings:
     """MemoryX's shards folded into one stream (each holds an even slice of every kernel)."""
     hw = plan.scenario.hardware
-    mx = hw.memoryx
+    rates = memoryx_rates(plan.scenario)
     kernels = tuple(
         KernelStore(
             index=k.index,
@@ -182,8 +184,8 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         for k in plan.kernels
     )
     return MemoryXSettings(
-        network_Bps=mx.shards * mx.network_bandwidth_Bps,
-        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
+        network_Bps=rates.network_Bps,
+        flash_read_Bps=rates.flash_read_Bps,
         latency_s=hw.swarmx.hop_latency_s,
         staging_bytes=plan.staging_bytes,
         micro_batches=len(plan.micro_batches),
@@ -280,8 +282,8 @@ def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
     Its buffer is the root's port buffer toward MemoryX.
     """
     hw = plan.scenario.hardware
-    return Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
-                hw.swarmx.hop_latency_s, hw.swarmx.port_buffer_bytes)
+    return Link(env, "memoryx.net.in", memoryx_rates(plan.scenario).network_Bps, hw.swarmx.hop_latency_s,
+                hw.swarmx.port_buffer_bytes)
 
 
 def build_memoryx(
@@ -289,8 +291,7 @@ def build_memoryx(
 ) -> tuple[MemoryX, OptimizerCoprocessor, simpy.Resource]:
     """MemoryX (its shards folded), its optimizer coprocessor, and the DRAM and flash channel they share."""
     flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
-    mx = plan.scenario.hardware.memoryx
-    dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
+    dram = SharedDram(env, memoryx_rates(plan.scenario).dram_Bps)  # the stream, intake, staging, optimizer share it
     optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
     memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
     if plan.scenario.faults.flash is not None:

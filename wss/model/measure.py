@@ -185,17 +185,26 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
 
 
 def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float) -> list[WaferRecord]:
-    """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause."""
+    """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause (measured
+    once per simulated wafer, and copied to the wafers it stood for)."""
     plan, fold = cluster.plan, cluster.fold
     n_steps = plan.scenario.training.steps
+    measured: dict[int, tuple[dict[str, float], float]] = {}
     out = []
-    for w, (wafer, mbs) in enumerate(zip(cluster.wafers, wafer_micro_batches(plan))):
-        timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], wafer)
-        copy = (lambda k, w=w: cluster.copy_breakdown(w, k)) if fold is not None else None
-        steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
-        mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
-        compute = cluster.total(f"wafer.{w}.compute") / n_steps
-        out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=mean,
+    for w, mbs in enumerate(wafer_micro_batches(plan)):
+        s = cluster.stand_in[w]
+        if s == -1:  # cut off by a SwarmX node that is down: no samples, no work, idle all along
+            out.append(WaferRecord(wafer=w, samples=0, micro_batches=[], breakdown_s=dict.fromkeys(
+                BREAKDOWN_CATEGORIES, 0.0), compute_s=0.0, idle_s=step_time))
+            continue
+        if s not in measured:
+            timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], cluster.wafers[s])
+            copy = (lambda k, s=s: cluster.copy_breakdown(s, k)) if fold is not None else None
+            steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
+            mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
+            measured[s] = mean, cluster.total(f"wafer.{s}.compute") / n_steps
+        mean, compute = measured[s]
+        out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=dict(mean),
                                compute_s=compute, idle_s=step_time - compute))
     return out
 
@@ -369,7 +378,7 @@ def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
     plan = cluster.plan
     hw = plan.scenario.hardware
     steps = plan.scenario.training.steps
-    n = hw.wafers
+    n = cluster.reachable if isinstance(cluster, UnfoldedCluster) else hw.wafers  # wafers that train
     sx = cluster.swarmx
     out: dict[str, LinkBytes] = {}
 

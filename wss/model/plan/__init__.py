@@ -60,7 +60,6 @@ from wss.model.plan.micro_batching import (
     plan_micro_batching,
     retained_weight_bytes,
     simulated_steps,
-    wafer_samples,
 )
 from wss.model.plan.placement import Placement, place_state
 from wss.model.plan.profiles import kernel_profiles
@@ -68,6 +67,7 @@ from wss.model.plan.search import Costing, choose, rank
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.wafer_shards import shard_samples
 from wss.model.workload import Op, StreamedKernel, expand_model
 
 __all__ = [
@@ -100,7 +100,7 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     """Run the steps up to the choice (profiles, formats, candidates against SRAM, placement)."""
     ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
     opt = OPTIMIZER_COSTS[s.training.optimizer]
-    samples = wafer_samples(s.training.global_batch, s.hardware.wafers)
+    samples = shard_samples(s)  # over the wafers a node that is down does not cut off (faults.nodes)
     specs = [op for op in ops if isinstance(op, StreamedKernel)]
     nnz_profiles = kernel_profiles(s, specs, profiles)
     streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
