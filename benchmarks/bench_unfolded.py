@@ -1,15 +1,25 @@
 """Wall time of one unfolded GPT-3 175B step on 192 wafers against the folded run, in the same process.
 
 Folded, one wafer and one SwarmX path stand for all 192 (``simulation.fold_wafers: true``); unfolded
-(``false``), every wafer is its own process and every tree edge its own link in each direction
-(docs/unfolded.md).  Both give the same step time on this uniform scenario; the benchmark reports
-the price of unfolding: wall time, simulated events, events per second and, as in
-bench_simulator.py, that rate against a bare SimPy store-and-forward loop timed in the same run.
-The issue's target is an unfolded run at most 10x the folded wall time.
+(``false``), every wafer has its own timeline and record, and every tree edge its own link in each
+direction (docs/unfolded.md).  By default an unfolded run simulates one wafer per class of identical
+wafers and one link per class of identical edges (``simulation.wafer_classes``), so the benchmark
+times the cases that make classes differ:
 
-Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N]``.  Prints medians.  With
-192 wafers the unfolded run takes minutes; ``--wafers 16`` (8 samples per wafer, as at full size)
-gives a quick look.
+* ``unfolded, uniform``: every wafer alike (the same step time as folded: the classes collapse the
+  tree to one path);
+* ``unfolded, 1 straggler``: wafer 17 computes 1.1x slower (its path and its siblings apart);
+* ``unfolded, uneven shards``: 8 more samples than 8 per wafer, so wafers 0-7 have 9;
+* ``unfolded, 1 slow edge``: the root's edge ``swarmx.l1.1`` at half rate;
+* with ``--apart``, ``unfolded, every wafer apart`` (``wafer_classes: false``: one process per wafer and
+  per edge, what jitter needs since it draws a factor per wafer); minutes at 192 wafers.
+
+For each it reports wall time, simulated events, events per second and, as in bench_simulator.py,
+that rate against a bare SimPy store-and-forward loop timed in the same run.  The issue's target is
+an unfolded run at most 10x the folded wall time.
+
+Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart]``.  Prints medians.
+``--wafers 16`` (8 samples per wafer, as at full size) gives a quick look.
 """
 
 from __future__ import annotations
@@ -40,29 +50,47 @@ def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, wss.Result]:
     return statistics.median(walls), result
 
 
+def _cases(wafers: int, apart: bool) -> list[tuple[str, list[str]]]:
+    size = [f"hardware.wafers={wafers}", f"training.global_batch={8 * wafers}"]
+    unfolded = [*size, "simulation.fold_wafers=false"]
+    straggler = min(17, wafers - 1)
+    cases = [
+        ("folded", [*size, "simulation.fold_wafers=true"]),
+        ("unfolded, uniform", unfolded),
+        ("unfolded, 1 straggler", [*unfolded, f"faults.stragglers=[{{wafer: {straggler}, slowdown: 1.1}}]"]),
+        ("unfolded, uneven shards", [*unfolded, f"training.global_batch={8 * wafers + 8}"]),
+        ("unfolded, 1 slow edge", [*unfolded, "faults.links=[{edge: swarmx.l1.1, bandwidth_factor: 0.5}]"]),
+    ]
+    if apart:
+        cases.append(("unfolded, every wafer apart", [*unfolded, "simulation.wafer_classes=false"]))
+    return cases
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--wafers", type=int, default=192)
+    ap.add_argument("--apart", action="store_true", help="also time every wafer apart (minutes at 192 wafers)")
     args = ap.parse_args(argv)
-    size = [f"hardware.wafers={args.wafers}", f"training.global_batch={8 * args.wafers}"]
     seconds, events = run_simpy_loop(100_000)
     base = events / seconds
     print(f"bare SimPy baseline: {base:,.0f} events/s")
     print(f"{'GPT-3 175B, 1 step, ' + str(args.wafers) + ' wafers':<34} {'wall s':>10} {'events':>12} "
-          f"{'events/s':>12} {'vs baseline':>12} {'step s':>12}")
-    walls = {}
-    for mode in ("true", "false"):
-        scenario = wss.load_scenario(SCENARIO, [*size, f"simulation.fold_wafers={mode}"])
-        wall, result = _time(scenario, args.repeats)
-        walls[mode] = wall
+          f"{'events/s':>12} {'vs baseline':>12} {'step s':>12} {'/ folded':>9}")
+    folded = None
+    worst = 0.0
+    for label, overrides in _cases(args.wafers, args.apart):
+        wall, result = _time(wss.load_scenario(SCENARIO, overrides), args.repeats)
+        folded = folded or wall
         rate = result.sim_events / wall
-        label = "folded" if mode == "true" else "unfolded"
+        ratio = wall / folded
+        if label != "unfolded, every wafer apart":
+            worst = max(worst, ratio)
         print(f"{label:<34} {wall:>10.3f} {result.sim_events:>12,} {rate:>12,.0f} {rate / base:>11.2f}x "
-              f"{result.step_time_s:>12.6g}")
-    ratio = walls["false"] / walls["true"]
-    verdict = "meets" if ratio <= TARGET else "misses"
-    print(f"unfolded / folded wall time: {ratio:.1f}x ({verdict} the target of at most {TARGET:g}x)")
+              f"{result.step_time_s:>12.6g} {ratio:>8.1f}x")
+    verdict = "meets" if worst <= TARGET else "misses"
+    print(f"unfolded (classes) / folded wall time: at most {worst:.1f}x ({verdict} the target of at most "
+          f"{TARGET:g}x)")
     return 0
 
 

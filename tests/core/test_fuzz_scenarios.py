@@ -73,7 +73,8 @@ def test_a_traceback_a_hang_and_nonsense_are_told_apart(worker, tmp_path):
     slow = fuzz.Worker(1.0)
     try:  # a scenario the work bound admits but that takes far longer than 1 s: reported as a hang
         case = {"base": "gpt3_175b.yaml", "channel": "api", "sets": [], "text_mutation": "none",
-                "overrides": [["training.steps", 10]], "data": __import__("yaml").safe_load(
+                "overrides": [["training.steps", 10], ["simulation.fold_micro_batches", False]],
+                "data": __import__("yaml").safe_load(
                     (REPO / "scenarios" / "gpt3_175b.yaml").read_text())}
         assert slow.run(case)[0] == "hang"
         # and the worker is usable again afterwards

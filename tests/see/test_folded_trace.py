@@ -33,21 +33,27 @@ SHIPPED = {
     "cerebras_gpt_13b, 9 micro-batches": (SCENARIOS / "cerebras_gpt_13b.yaml", {"training.micro_batch": 5}),
     "bert_large, 32 micro-batches x 2 steps": (SCENARIOS / "bert_large.yaml", {"training.micro_batch": 8}),
 }
+#: Each case: the scenario with micro-batch folding on or off, and the kinds of fold its run makes.  The full run
+#: folds nothing (``fold_layers=False`` too).
 CASES = {
-    "gpt3-125m: micro-batches and steps": lambda fold: {**SMALL_GPT, "simulation": {"fold_micro_batches": fold}},
-    "cs3_gpt3_13b: micro-batches": lambda fold: wss.load_scenario(
-        SCENARIOS / "cs3_gpt3_13b.yaml", {"training.micro_batch": 4, "simulation.fold_micro_batches": fold}),
+    "gpt3-125m: micro-batches and steps": (
+        lambda fold: {**SMALL_GPT, "simulation": {"fold_micro_batches": fold}}, {"micro-batch", "step"}),
+    "gpt3_175b: blocks": (lambda fold: wss.load_scenario(SCENARIOS / "gpt3_175b.yaml"), {"block"}),
+    "cs3_gpt3_13b x 7 steps: blocks, micro-batches and steps": (lambda fold: wss.load_scenario(
+        SCENARIOS / "cs3_gpt3_13b.yaml", {"training.micro_batch": 8, "training.steps": 7,
+                                          "simulation.fold_micro_batches": fold}), {"block", "micro-batch", "step"}),
     # every wafer apart; 22 micro-batches of an even split, the last two smaller: 16 copies before micro-batch 20
-    "gpt3_6.7b_sparse unfolded: micro-batches": lambda fold: wss.load_scenario(
+    "gpt3_6.7b_sparse unfolded: micro-batches": (lambda fold: wss.load_scenario(
         SCENARIOS / "gpt3_6.7b_sparse.yaml", {"hardware.wafers": 4, "training.global_batch": 256,
                                               "simulation.fold_wafers": False, "simulation.fold_micro_batches": fold}),
+        {"micro-batch"}),
 }
 TOL_US = 2e-3  # times are rounded to the nanosecond
 
 
 @cache
 def _run(case: str, fold: bool):
-    return simulate_detailed(CASES[case](fold), record=True)
+    return simulate_detailed(CASES[case][0](fold), record=True, fold_layers=fold)
 
 
 @cache
@@ -116,10 +122,9 @@ def test_what_the_folded_trace_leaves_out_lies_by_the_marked_stretches(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_each_track_marks_each_stretch_once_and_its_spans_nest_in_the_mark(case):
-    result, cluster = _run(case, True)
+    _, cluster = _run(case, True)
     stretches = folded_stretches(cluster)
-    kinds = {s.kind for s in stretches}
-    assert kinds == ({"micro-batch", "step"} if result.scenario.training.steps > 5 else {"micro-batch"})
+    assert {s.kind for s in stretches} == CASES[case][1]
     doc = _trace(case, True)
     _, threads = _names(doc)
     by_thread: dict[int, list[dict]] = {}
@@ -138,6 +143,8 @@ def test_each_track_marks_each_stretch_once_and_its_spans_nest_in_the_mark(case)
             s = next(s for s in stretches if s.name == m["name"])
             assert s.start_s * 1e6 - TOL_US <= m["ts"] and m["ts"] + m["dur"] <= s.end_s * 1e6 + TOL_US
             assert m["args"]["copies"] == s.copies and m["args"]["period_us"] == pytest.approx(s.period_s * 1e6)
+            plural = {"block": "blocks", "micro-batch": "micro-batches", "step": "steps"}[s.kind]
+            assert m["args"]["stands_for"] == f"{plural} {s.stands_for[0]}-{s.stands_for[1]}"
             lo, hi = m["ts"], m["ts"] + m["dur"]
             for e in events:
                 a, b = e["ts"], e["ts"] + e["dur"]
@@ -155,14 +162,14 @@ def test_stretches_are_where_the_result_has_the_copies():
     starts = {(r.step, r.micro_batch): r.start_s for r in result.records
               if r.where == "wafer" and r.name == first and r.phase == "forward"}
     step = next(s for s in stretches if s.kind == "step")
-    assert (step.first, step.first + step.copies) == (4, steps - 1)  # steps 4..6 of 0..7
+    assert step.stands_for == (4, steps - 2)  # steps 4..6 of 0..7
     assert starts[(steps - 1, 0)] - step.end_s == pytest.approx(starts[(3, 0)] - (step.start_s - step.period_s),
                                                                 abs=1e-12)
     mb = [s for s in stretches if s.kind == "micro-batch"]
     assert [s.step for s in mb] == [0, 1, 2, 3, steps - 1]
     last = cluster.fold.last_micro_batch
     for s in mb:
-        assert (s.first, s.first + s.copies) == (4, last)
+        assert s.stands_for == (4, last - 1)
         assert starts[(s.step, last)] - s.end_s == pytest.approx(starts[(s.step, 3)] - (s.start_s - s.period_s),
                                                                  abs=1e-12)
 
@@ -210,3 +217,22 @@ def test_the_timeline_figure_draws_the_spans_where_the_full_run_has_them_and_hat
                     assert any(abs(a - x) <= 1e-9 * hi and abs(b - y) <= 1e-9 * hi for x, y in others[key]), label
         legend = [t.get_text() for t in gantt_figure(result, cluster, step=step).axes[0].get_legend().get_texts()]
         assert f"folded copies (x3 folded copies of micro-batch 3 s{step})" in legend
+
+
+def test_block_stretches_are_where_the_result_has_the_copies():
+    """GPT-3 175B's 96 blocks: blocks 0-3 and 92-95 simulated; 88 copies of block 3 in the forward passes and of
+    block 92 in the backward ones (recompute and backward), each stretch one period per copy, ending as far
+    before the next simulated block as the copied block starts after the period before the stretch."""
+    result, cluster = _run("gpt3_175b: blocks", True)
+    starts: dict[tuple[str, str], float] = {}
+    for r in result.records:
+        if r.where == "wafer" and r.layer.startswith("block."):
+            key = (r.layer, "forward" if r.phase == "forward" else "backward")
+            starts[key] = min(starts.get(key, r.start_s), r.start_s)
+    stretches = folded_stretches(cluster)
+    assert [(s.direction, s.copied, s.copies, s.stands_for) for s in stretches] == [
+        ("forward", 3, 88, (4, 91)), ("backward", 92, 88, (4, 91))]
+    for s in stretches:
+        after = s.copied + s.copies + 1 if s.direction == "forward" else s.copied - s.copies - 1
+        assert starts[(f"block.{after}", s.direction)] - s.end_s == pytest.approx(
+            starts[(f"block.{s.copied}", s.direction)] - (s.start_s - s.period_s), abs=1e-12)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import cache
 from pathlib import Path
 
@@ -61,15 +62,25 @@ def _run_breakdown(result: Result) -> dict[str, float]:
 
 
 def test_shipped_scenarios_include_folded_runs():
+    """Micro-batch 3's records count once per folded micro-batch; with layers folded too, each copied block's
+    records count also once per block left out (one factor per run of identical blocks)."""
     folded = [n for n in SCENARIOS if _result(n).cluster["micro_batches_simulated"] < _result(n).memory.micro_batches]
     assert len(SHIPPED) >= 9
     assert {FOLDED_GPT, FOLDED_FLASH} <= set(folded)
     for name in folded:
         result = _result(name)
-        repeats = {r.repeats for r in result.records}
         copies = result.memory.micro_batches - result.cluster["micro_batches_simulated"]
-        assert repeats == {1, 1 + copies}, name
-        assert {r.micro_batch for r in result.records if r.repeats > 1} == {3}, name
+        layer = {r.repeats for r in result.records if r.micro_batch != 3}
+        assert (layer == {1}) == ("blocks" not in result.cluster), name
+        assert {r.repeats for r in result.records if r.micro_batch == 3} == {(1 + copies) * n for n in layer}, name
+    layered = [n for n in SCENARIOS if "blocks" in _result(n).cluster]
+    assert {"gpt3_175b", "brain_120t"} <= set(layered)  # the benchmarks' cases fold their blocks
+    for name in layered:
+        result = _result(name)
+        # every block is simulated or stood for: the forward records of one kernel of a block count for all
+        qkv = [r for r in result.records if r.name.endswith(".qkv") and r.phase == "forward" and r.micro_batch == 0
+               and r.step == 0]
+        assert sum(r.repeats for r in qkv) == result.cluster["blocks"], name
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -85,7 +96,7 @@ def test_record_totals_equal_the_step_breakdown(name):
     per_step = records_breakdown_s(result.records, len(result.steps))
     for c in BREAKDOWN_CATEGORIES:
         assert _close(per_step[c], result.breakdown_s[c]), c
-    if result.memory.micro_batches == result.cluster["micro_batches_simulated"]:
+    if result.memory.micro_batches == result.cluster["micro_batches_simulated"] and "blocks" not in result.cluster:
         assert all(row["repeats"] == 1 for row in rows)
 
 
@@ -105,7 +116,8 @@ def test_report_groups_and_kernel_plot_add_up_to_the_step(name):
     assert _close(math.fsum(d["compute_s"] for d in bars), result.breakdown_s["compute"])
     text = format_totals(result)
     assert text.startswith("per step, from the records: ") and "(step time " in text
-    assert ("folded: " in text) == (result.memory.micro_batches > result.cluster["micro_batches_simulated"])
+    assert ("folded: " in text) == (result.memory.micro_batches > result.cluster["micro_batches_simulated"]
+                                    or "blocks" in result.cluster)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -119,6 +131,21 @@ def test_the_records_dataframe_adds_up_to_the_step(name):
         assert _close(total, result.breakdown_s[category]), category
 
 
+def _by_kernel_kind(groups: list[dict]) -> dict[tuple[str, str], dict]:
+    """Per-kernel groups summed over blocks (``block.12.qkv`` -> ``block.qkv``): a layer-folded run's records
+    name only the blocks it simulated, each standing for identical ones (its ``repeats``)."""
+    out: dict[tuple[str, str], dict] = {}
+    for g in groups:
+        key = (g["where"], re.sub(r"\.\d+\.", ".", g["kernel"]))
+        if key not in out:
+            out[key] = dict(g)
+        else:
+            for field, v in g.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[key][field] += v
+    return out
+
+
 def test_folded_records_total_like_the_unfolded_run():
     """Repeats are the right bookkeeping: per kernel and phase, folded totals match simulating every micro-batch."""
     folded = _result(FOLDED_GPT)
@@ -127,8 +154,8 @@ def test_folded_records_total_like_the_unfolded_run():
     assert full.cluster["micro_batches_simulated"] == full.memory.micro_batches > simulated
     assert len(folded.records) < len(full.records)
     steps = len(full.steps)
-    want = {(g["where"], g["kernel"]): g for g in group_rows(kernel_table(full), "kernel", steps)}
-    got = {(g["where"], g["kernel"]): g for g in group_rows(kernel_table(folded), "kernel", steps)}
+    want = _by_kernel_kind(group_rows(kernel_table(full), "kernel", steps))
+    got = _by_kernel_kind(group_rows(kernel_table(folded), "kernel", steps))
     assert got.keys() == want.keys()
     scale = full.step_time_s
     for key, g in want.items():

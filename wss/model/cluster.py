@@ -34,7 +34,9 @@ from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
 from wss.model.flash_tails import flash_rng, read_factors
-from wss.model.fold import Fold, Snapshot, analyse
+from wss.model.fold import Fold, FoldMismatch, Snapshot, analyse
+from wss.model.layer_fold import FoldPoint, LayerFold, LayersFold, check_point, fold_points, unfold_layers
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program
@@ -75,6 +77,10 @@ class Cluster:
     snapshots: dict = field(default_factory=dict)
     fold: Fold | None = None
     step_fold: StepsFold | None = None
+    layer_points: list[FoldPoint] = field(default_factory=list)
+    layer_snapshots: dict[int, Snapshot] = field(default_factory=dict)
+    layer_folds: list[LayerFold] = field(default_factory=list)
+    layers: LayersFold | None = None
 
     def links(self) -> list[Link]:
         extra = [self.offload_in] if self.offload_in is not None else []
@@ -133,8 +139,13 @@ class Cluster:
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        value = self.counters()[counter] + (self.fold.extra(counter) if self.fold is not None else 0.0)
+        value = self.counters()[counter] + (self.layers.extra(counter) if self.layers is not None else 0.0)
+        value += self.fold.extra(counter) if self.fold is not None else 0.0
         return value + self.step_fold.extra(counter) if self.step_fold is not None else value
+
+    def layer_repeats(self, pass_index: int) -> int:
+        """How many block passes the record of a simulated pass stands for (with layer folding)."""
+        return self.layers.repeats(pass_index) if self.layers is not None else 1
 
     def unfolding(self) -> Unfolding:
         """The maps from the simulated axis to the unfolded one (micro-batches and steps)."""
@@ -142,12 +153,13 @@ class Cluster:
 
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
-    """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up."""
-    mx = plan.scenario.hardware.memoryx
+    """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up (each at the slowest
+    shard's: :mod:`wss.model.memoryx_rates`)."""
+    rates = memoryx_rates(plan.scenario)
     return OptimizerSettings(
-        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
-        flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
-        flops_per_s=mx.shards * mx.optimizer_flops,
+        flash_read_Bps=rates.flash_read_Bps,
+        flash_write_Bps=rates.flash_write_Bps,
+        flops_per_s=rates.optimizer_flops,
         cost=plan.optimizer,
         incoming_bytes_per_param=float(PRECISION_BYTES[plan.scenario.training.gradient_precision]),
     )
@@ -156,7 +168,7 @@ def optimizer_settings(plan: Plan) -> OptimizerSettings:
 def memoryx_settings(plan: Plan) -> MemoryXSettings:
     """MemoryX's shards folded into one stream (each holds an even slice of every kernel)."""
     hw = plan.scenario.hardware
-    mx = hw.memoryx
+    rates = memoryx_rates(plan.scenario)
     kernels = tuple(
         KernelStore(
             index=k.index,
@@ -172,8 +184,8 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         for k in plan.kernels
     )
     return MemoryXSettings(
-        network_Bps=mx.shards * mx.network_bandwidth_Bps,
-        flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
+        network_Bps=rates.network_Bps,
+        flash_read_Bps=rates.flash_read_Bps,
         latency_s=hw.swarmx.hop_latency_s,
         staging_bytes=plan.staging_bytes,
         micro_batches=len(plan.micro_batches),
@@ -270,8 +282,8 @@ def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
     Its buffer is the root's port buffer toward MemoryX.
     """
     hw = plan.scenario.hardware
-    return Link(env, "memoryx.net.in", hw.memoryx.shards * hw.memoryx.network_bandwidth_Bps,
-                hw.swarmx.hop_latency_s, hw.swarmx.port_buffer_bytes)
+    return Link(env, "memoryx.net.in", memoryx_rates(plan.scenario).network_Bps, hw.swarmx.hop_latency_s,
+                hw.swarmx.port_buffer_bytes)
 
 
 def build_memoryx(
@@ -279,8 +291,7 @@ def build_memoryx(
 ) -> tuple[MemoryX, OptimizerCoprocessor, simpy.Resource]:
     """MemoryX (its shards folded), its optimizer coprocessor, and the DRAM and flash channel they share."""
     flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
-    mx = plan.scenario.hardware.memoryx
-    dram = SharedDram(env, mx.shards * mx.dram_bandwidth_Bps)  # the stream, intake, staging, optimizer share it
+    dram = SharedDram(env, memoryx_rates(plan.scenario).dram_Bps)  # the stream, intake, staging, optimizer share it
     optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
     memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
     if plan.scenario.faults.flash is not None:
@@ -333,6 +344,18 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
             cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
 
         wafer.on_micro_batch_start = snapshot
+    if plan.layer_runs:
+        cluster.layer_points = fold_points(program, plan.ops, plan.layer_runs, plan.layer_directions)
+        checks = {f.c: f for f in cluster.layer_points}
+
+        def snapshot_pass(index: int) -> None:
+            cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
+                                                      cluster.state())
+            if index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
+                cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
+
+        wafer.marked_passes = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
+        wafer.on_marked_pass = snapshot_pass
     return cluster
 
 
@@ -362,9 +385,14 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
     last_step = plan.simulated_steps - 1
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
+    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
+    if plan.layer_runs:
+        cluster.layers = LayersFold(tuple(cluster.layer_folds))
+        check_layer_crossings(cluster, cluster.layers)
+        unfold_layers(cluster, cluster.layers)
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
         cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.simulated_steps,
@@ -375,6 +403,26 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
                                           plan.step_fold_copies)
     return cluster
+
+
+def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
+    """Raise :class:`FoldMismatch` where a wait reaches across layer copies (module :mod:`wss.model.layer_fold`).
+
+    A stream pass that waited for the previous step's update of its kernel, with copies between that
+    update's gradient and the wait, would wait less (or not at all) in the real run; so would the wafer
+    waiting for a micro-batch's input data after copies (the input arrives on its own schedule).
+    """
+    program, shift = cluster.program, layers.shift
+    last_mb = len(cluster.plan.micro_batches) - 1
+    grad = {(p.kernel, p.step): p.index for p in program
+            if p.phase == "backward" and p.kernel is not None and p.micro_batch == last_mb}
+    for index, kernel, step in cluster.memoryx.update_waits:
+        if shift(index) != shift(grad[(kernel, step)]):
+            raise FoldMismatch(f"pass {index} waited for the update of kernel {kernel} in step {step} across "
+                               "folded blocks")
+    for _, _, cause, index in cluster.wafer.timeline:
+        if cause == "input" and shift(index) > 0:
+            raise FoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks")
 
 
 def _event_count(env: simpy.Environment) -> int:

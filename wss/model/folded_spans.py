@@ -1,16 +1,19 @@
 """A recorded folded run on the unfolded time axis: its spans placed, and the stretches its copies fill.
 
-A folded run simulates a few micro-batches (and steps) and stands in for the
-identical ones between with copies (:mod:`wss.model.fold`,
-:mod:`wss.model.step_fold`).  Recording keeps folding, so a trace of 384
-micro-batches or 1,000 steps costs little more than the run; the spans it
-records are on the simulated axis, and :class:`UnfoldedSpans` moves them onto
-the unfolded axis of the Result:
+A folded run simulates a few blocks, micro-batches and steps and stands in for
+the identical ones between with copies (:mod:`wss.model.layer_fold`,
+:mod:`wss.model.fold`, :mod:`wss.model.step_fold`).  Recording keeps folding,
+so a trace of 96 blocks, 384 micro-batches or 1,000 steps costs little more
+than the run; :class:`UnfoldedSpans` moves what it recorded onto the unfolded
+axis of the Result:
 
 * a span belongs to what it works for (a pass, a micro-batch, an optimizer
-  job) and moves as the Result's records of that pass do
-  (:meth:`~wss.model.step_fold.Unfolding.shift`), so the trace and
-  ``result.json`` agree;
+  job) and moves as the Result's records of that pass do, so the trace and
+  ``result.json`` agree.  The links' and MemoryX's spans are on the simulated
+  axis and move past the block copies before them too; the wafer's timeline
+  and passes and the optimizer's jobs were moved past those by the run
+  (:func:`~wss.model.layer_fold.unfold_layers`), so only the micro-batch and
+  step copies move them (:meth:`~wss.model.step_fold.Unfolding.shift`);
 * the copies fill :class:`FoldedStretch` es, where nothing was simulated: a
   view marks each stretch (how many copies of what, and their period) rather
   than drawing hundreds of identical copies;
@@ -19,8 +22,9 @@ the unfolded axis of the Result:
   each copy adds what the stretch it repeats added, spread evenly over the copy.
 
 Each stretch repeats the stretch of one period just before it on the unfolded
-axis (micro-batch 3 of its step, or step 3 with its own copies).  A new kind
-of fold adds its stretches in :func:`folded_stretches`.
+axis (block ``lo+3`` or ``hi-3`` of a run, micro-batch 3 of its step, or step 3
+with its own copies).  A new kind of fold adds its stretches in
+:func:`folded_stretches`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from wss.model.layer_fold import COPY_PASS
 from wss.model.step_fold import COPIED_STEP
 
 if TYPE_CHECKING:  # only the type: the spans are read from a cluster that already ran
@@ -41,28 +46,33 @@ __all__ = ["FoldedStretch", "UnfoldedSpans", "folded_stretches"]
 
 @dataclass(frozen=True)
 class FoldedStretch:
-    """Where the folded copies of one micro-batch (or one step) sit on the unfolded axis."""
+    """Where the folded copies of one block, micro-batch or step sit on the unfolded axis."""
 
-    kind: str  # "micro-batch" or "step": what each copy is
-    copied: int  # the simulated micro-batch or step every copy repeats (3)
-    step: int | None  # for micro-batch copies: the (real) step they belong to
+    kind: str  # "block", "micro-batch" or "step": what each copy is
+    copied: int  # the simulated block, micro-batch or step every copy repeats
+    step: int | None  # for block and micro-batch copies: the (real) step they belong to
     copies: int
     period_s: float  # length of one copy
     start_s: float  # where the first copy starts (unfolded axis)
+    micro_batch: int | None = None  # for block copies: the micro-batch they belong to
+    direction: str | None = None  # for block copies: "forward" or "backward" (blocks in reverse order)
 
     @property
     def end_s(self) -> float:
         return self.start_s + self.copies * self.period_s
 
     @property
-    def first(self) -> int:
-        """The real micro-batch (or step) the first copy stands for; the last is ``first + copies - 1``."""
-        return self.copied + 1
+    def stands_for(self) -> tuple[int, int]:
+        """The first and last real block, micro-batch or step the copies stand for."""
+        if self.direction == "backward":
+            return self.copied - self.copies, self.copied - 1
+        return self.copied + 1, self.copied + self.copies
 
     @property
     def name(self) -> str:
-        """'x379 folded copies of micro-batch 3 s0', 'x996 folded copies of step 3'."""
-        what = f"micro-batch {self.copied} s{self.step}" if self.kind == "micro-batch" else f"step {self.copied}"
+        """'x379 folded copies of micro-batch 3 s0', 'x88 folded copies of block 3 forward mb0 s0'."""
+        what = {"micro-batch": f"micro-batch {self.copied} s{self.step}", "step": f"step {self.copied}",
+                "block": f"block {self.copied} {self.direction} mb{self.micro_batch} s{self.step}"}[self.kind]
         return f"x{self.copies} folded copies of {what}"
 
 
@@ -70,6 +80,15 @@ def folded_stretches(cluster: Cluster) -> list[FoldedStretch]:
     """The stretches of the unfolded axis that the run's folded copies fill, in time order."""
     unfold = cluster.unfolding()
     out = []
+    if cluster.layers is not None:
+        ops, program = cluster.plan.ops, cluster.program
+        for lf in cluster.layers.folds:
+            fp = lf.point  # the copies end where pass c starts, on the axis with every block copy in place
+            end = lf.at + cluster.layers.shift(fp.c) + unfold.shift(fp.step, fp.micro_batch)
+            block = ops[program[fp.b].op].block  # pass b starts the block every copy repeats
+            assert block is not None
+            out.append(FoldedStretch("block", block, unfold.step_of(fp.step), lf.copies, lf.period,
+                                     end - lf.copies * lf.period, fp.micro_batch, fp.direction))
     mb = cluster.fold
     if mb is not None:
         for k, f in enumerate(mb.steps):
@@ -89,15 +108,23 @@ class UnfoldedSpans:
 
     def __init__(self, cluster: Cluster) -> None:
         self.unfolding = unfold = cluster.unfolding()
-        self.program = cluster.program
+        self.program = program = cluster.program
         self.stretches = folded_stretches(cluster)
-        #: Each pass's shift and real step, by pass index.
-        self.shifts = [unfold.shift(p.step, p.micro_batch) for p in cluster.program]
-        self.steps = [unfold.step_of(p.step) for p in cluster.program]
+        self.layers = cluster.layers
+        #: Each pass's shift past the micro-batch and step copies, and its real step, by pass index.
+        self.moved = [unfold.shift(p.step, p.micro_batch) for p in program]
+        self.steps = [unfold.step_of(p.step) for p in program]
+        #: Each pass's shift from the simulated axis (past the block copies too).
+        layers = self.layers
+        self.shifts = [d + layers.shift(p.index) for p, d in zip(program, self.moved)] if layers else self.moved
+        first: dict[tuple[int, int], int] = {}
+        for p in program:
+            first.setdefault((p.step, p.micro_batch), p.index)
+        self._first_pass = first
 
-    def shift_of_pass(self, pass_index: int) -> float:
-        """How far the spans of a pass move (none for the wafer's waits before its first pass)."""
-        return self.shifts[pass_index] if pass_index >= 0 else 0.0
+    def wafer_shift(self, pass_index: int) -> float:
+        """How far a wafer pass (its timing) moves (none for the wafer's waits before its first pass)."""
+        return self.moved[pass_index] if pass_index >= 0 else 0.0
 
     def step_of_pass(self, pass_index: int) -> int:
         """The real step of a pass."""
@@ -109,45 +136,61 @@ class UnfoldedSpans:
         return [(a + shifts[p], b + shifts[p], p, n) for a, b, p, n in spans]
 
     def timeline(self, timeline: Iterable[tuple[float, float, str, int]]) -> list[tuple[float, float, str, int]]:
-        """A wafer's (start, end, cause, pass) timeline, placed."""
+        """A wafer's (start, end, cause, pass) timeline, placed; the spans of block copies are left out (their
+        stretches mark them)."""
         out = []
         for a, b, cause, p in timeline:
-            d = self.shift_of_pass(p)
+            if p == COPY_PASS:
+                continue
+            d = self.wafer_shift(p)
             out.append((a + d, b + d, cause, p))
         return out
 
     def micro_batch_spans(self, spans: Iterable[tuple[float, float, int, int]]) -> list[tuple[float, float, int, int]]:
-        """(start, end, step, micro-batch) spans (the input workers'), placed, with the real step."""
-        unfold = self.unfolding
+        """(start, end, step, micro-batch) spans (the input workers'), placed, with the real step.
+
+        A transfer starts as the wafer starts the micro-batch before (``InputWorkers.run``), so it moves past
+        the block copies before that one's first pass.
+        """
+        unfold, layers, first = self.unfolding, self.layers, self._first_pass
         out = []
+        before: tuple[int, int] | None = None
         for a, b, step, mb in spans:
             d = unfold.shift(step, mb)
+            if layers is not None and before is not None:
+                d += layers.shift(first[before])
             out.append((a + d, b + d, unfold.step_of(step), mb))
+            before = (step, mb)
         return out
 
     def shift(self, step: int, micro_batch: int) -> float:
-        """How far the spans of simulated (step, micro-batch) move (e.g. an optimizer job's)."""
+        """How far what the run moved past its block copies (an optimizer job, a loss) moves on."""
         return self.unfolding.shift(step, micro_batch)
 
-    def to_simulated(self, t: np.ndarray) -> np.ndarray:
-        """Unfolded times -> simulated ones; a time inside a stretch maps to where its copies were left out."""
+    def _stretches(self, moved: bool) -> list[FoldedStretch]:
+        return [s for s in self.stretches if not (moved and s.kind == "block")]
+
+    def to_simulated(self, t: np.ndarray, moved: bool = False) -> np.ndarray:
+        """Unfolded times -> simulated ones (``moved``: on the axis with the block copies in place, the wafer
+        timeline's); a time inside a stretch maps to where its copies were left out."""
         t = np.asarray(t, dtype=float)
         left_out = np.zeros_like(t)
-        for s in self.stretches:
+        for s in self._stretches(moved):
             left_out += np.clip(t - s.start_s, 0.0, s.end_s - s.start_s)
         return t - left_out
 
-    def cumulative(self, simulated: Callable[[np.ndarray], np.ndarray], t: Sequence[float] | np.ndarray
-                   ) -> np.ndarray:
-        """A quantity accumulated up to each unfolded time ``t``, from its accumulation on the simulated axis.
+    def cumulative(self, simulated: Callable[[np.ndarray], np.ndarray], t: Sequence[float] | np.ndarray,
+                   moved: bool = False) -> np.ndarray:
+        """A quantity accumulated up to each unfolded time ``t``, from its accumulation as recorded.
 
-        ``simulated(times)`` gives the quantity accumulated up to simulated ``times`` (busy seconds of
-        spans, a buffer's chunk-seconds).  Each copy in a stretch adds what one period before the stretch
-        added, spread evenly over the copy, so the total is the unfolded run's (as ``Cluster.total``
-        extrapolates counters) and the rate inside a stretch is the copied one's.
+        ``simulated(times)`` gives the quantity accumulated up to recorded ``times`` (busy seconds of
+        spans, a buffer's chunk-seconds): simulated times, or with ``moved`` those of the wafer's
+        timeline, which holds its block copies already.  Each copy in a stretch adds what one period
+        before the stretch added, spread evenly over the copy, so the total is the unfolded run's (as
+        ``Cluster.total`` extrapolates counters) and the rate inside a stretch is the copied one's.
         """
         t = np.asarray(t, dtype=float)
-        out = np.asarray(simulated(self.to_simulated(t)), dtype=float)
+        out = np.asarray(simulated(self.to_simulated(t, moved)), dtype=float)
         done: list[tuple[FoldedStretch, float]] = []  # each earlier stretch and one copy's growth
 
         def added(x: np.ndarray) -> np.ndarray:
@@ -157,8 +200,8 @@ class UnfoldedSpans:
                 extra += w * np.clip((x - s.start_s) / s.period_s, 0.0, s.copies)
             return extra
 
-        for s in self.stretches:
+        for s in self._stretches(moved):
             edges = np.array([s.start_s - s.period_s, s.start_s])
-            before = np.asarray(simulated(self.to_simulated(edges)), dtype=float) + added(edges)
+            before = np.asarray(simulated(self.to_simulated(edges, moved)), dtype=float) + added(edges)
             done.append((s, float(before[1] - before[0])))
         return out + added(t)

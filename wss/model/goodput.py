@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from wss.errors import FieldProblem, InfeasibleError
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import Plan
 from wss.model.results import FailureSummary, RunSpan, StepRecord
 from wss.model.scenario.faults import FailuresConfig, FaultsConfig
@@ -45,14 +46,14 @@ def checkpoint_bytes(plan: Plan) -> float:
 
 def checkpoint_seconds(plan: Plan, failures: FailuresConfig) -> float:
     """Seconds to write a checkpoint: the slowest stage of a pipelined copy from MemoryX's DRAM and flash,
-    through its network ports, to storage."""
-    mx = plan.scenario.hardware.memoryx
+    through its network ports (each at the slowest shard's rate: :mod:`wss.model.memoryx_rates`), to storage."""
+    rates = memoryx_rates(plan.scenario)
     parts = {c: where for c, where in plan.memoryx_components.items() if c in CHECKPOINTED}
     dram = sum(w.get("dram", 0.0) for w in parts.values())
     flash = sum(w.get("flash", 0.0) for w in parts.values())
     total = dram + flash
-    read = dram / (mx.shards * mx.dram_bandwidth_Bps) + flash / (mx.shards * mx.flash_read_bandwidth_Bps)
-    network = total / (mx.shards * mx.network_bandwidth_Bps)
+    read = dram / rates.dram_Bps + flash / rates.flash_read_Bps
+    network = total / rates.network_Bps
     return max(read, network, total / failures.storage.write_bandwidth_Bps)
 
 

@@ -185,17 +185,26 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
 
 
 def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float) -> list[WaferRecord]:
-    """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause."""
+    """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause (measured
+    once per simulated wafer, and copied to the wafers it stood for)."""
     plan, fold = cluster.plan, cluster.fold
     n_steps = plan.scenario.training.steps
+    measured: dict[int, tuple[dict[str, float], float]] = {}
     out = []
-    for w, (wafer, mbs) in enumerate(zip(cluster.wafers, wafer_micro_batches(plan))):
-        timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], wafer)
-        copy = (lambda k, w=w: cluster.copy_breakdown(w, k)) if fold is not None else None
-        steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
-        mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
-        compute = cluster.total(f"wafer.{w}.compute") / n_steps
-        out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=mean,
+    for w, mbs in enumerate(wafer_micro_batches(plan)):
+        s = cluster.stand_in[w]
+        if s == -1:  # cut off by a SwarmX node that is down: no samples, no work, idle all along
+            out.append(WaferRecord(wafer=w, samples=0, micro_batches=[], breakdown_s=dict.fromkeys(
+                BREAKDOWN_CATEGORIES, 0.0), compute_s=0.0, idle_s=step_time))
+            continue
+        if s not in measured:
+            timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1], cluster.wafers[s])
+            copy = (lambda k, s=s: cluster.copy_breakdown(s, k)) if fold is not None else None
+            steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
+            mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
+            measured[s] = mean, cluster.total(f"wafer.{s}.compute") / n_steps
+        mean, compute = measured[s]
+        out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=dict(mean),
                                compute_s=compute, idle_s=step_time - compute))
     return out
 
@@ -301,6 +310,11 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
     }
     if plan.step_fold_copies:  # only in a run whose steps are folded: results of other runs keep their bytes
         facts["steps_simulated"] = plan.simulated_steps
+    if cluster.layers is not None:  # likewise, only with layers folded
+        blocks = len({op.block for op in plan.ops if op.block is not None})
+        facts["blocks"] = blocks
+        facts["blocks_simulated_forward"] = blocks - len(plan.dropped_in("forward"))
+        facts["blocks_simulated_backward"] = blocks - len(plan.dropped_in("backward"))
     return facts
 
 
@@ -334,12 +348,13 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
     hw = plan.scenario.hardware
     dense = executed = 0.0
     recompute_blocks = plan.checkpointing in ("blocks", "offload")
+    nnz = {id(k.kernel): k.nnz for k in plan.kernels}
     for op in plan.ops:
         if isinstance(op, StreamedKernel):
             if op.kind == "embedding":
                 continue
             d = op.dense_flops_per_token() * tokens
-            e = 2.0 * _nnz(plan, op) * tokens
+            e = 2.0 * nnz[id(op)] * tokens
             dense += 3 * d
             executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
         else:
@@ -359,18 +374,11 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
     )
 
 
-def _nnz(plan, op: StreamedKernel) -> int:
-    for k in plan.kernels:
-        if k.kernel is op:
-            return k.nnz
-    raise KeyError(op.name)
-
-
 def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
     plan = cluster.plan
     hw = plan.scenario.hardware
     steps = plan.scenario.training.steps
-    n = hw.wafers
+    n = cluster.reachable if isinstance(cluster, UnfoldedCluster) else hw.wafers  # wafers that train
     sx = cluster.swarmx
     out: dict[str, LinkBytes] = {}
 
@@ -461,7 +469,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
-                repeats=unfold.repeats(p.step, p.micro_batch),
+                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.layer_repeats(p.index),
                 **_seconds_fields(seconds[p.index]),
             )
         )
@@ -478,6 +486,8 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
     drain: dict[str, float] = {}
     for a, b, cause in tail:
         drain[cause] = drain.get(cause, 0.0) + (b - a)
+    grad = {(p.kernel, p.step, p.micro_batch): p.index for p in cluster.program
+            if p.phase == "backward" and p.kernel is not None}
     for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
         kp = plan.kernels[j.kernel]
         t = j.traffic
@@ -503,7 +513,8 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=unfold.repeats(j.step, j.micro_batch),
+                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.layer_repeats(grad[(j.kernel, j.step,
+                                                                                            j.micro_batch)]),
                 **_seconds_fields(drain if j is last_job else {}),
             )
         )

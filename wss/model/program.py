@@ -1,7 +1,8 @@
 """The layer-by-layer schedule as a flat list of passes.
 
 For every simulated step and micro-batch (all of them, unless folded): forward over the operations 1..L, then
-backward L..1 (the loss is the last forward operation).  With block
+backward L..1 (the loss is the last forward operation); with layer folding, the blocks in the middle of a
+run of identical ones are left out (:mod:`wss.model.layer_fold`).  With block
 checkpointing, the backward of a transformer block is preceded by a
 recompute of its forward.  The same list drives MemoryX (which streams the
 streamed passes in this order) and the wafer (which executes all of them in
@@ -47,6 +48,10 @@ def build_program(plan: Plan) -> list[Pass]:
         if op.block is not None:
             blocks.setdefault(op.block, []).append(pos)
     recompute = plan.checkpointing in ("blocks", "offload")
+    # The middle of each folded run of identical blocks is left out (wss.model.layer_fold).
+    dropped_fw, dropped_bw = plan.dropped_in("forward"), plan.dropped_in("backward")
+    forward = [pos for pos, op in enumerate(ops) if op.block not in dropped_fw]
+    backward = [pos for pos, op in enumerate(ops) if op.block not in dropped_bw]
     out: list[Pass] = []
 
     def add(step: int, mb: int, pos: int, phase: str, tokens: int) -> None:
@@ -59,10 +64,10 @@ def build_program(plan: Plan) -> list[Pass]:
     for step in range(plan.simulated_steps):
         for mb in plan.simulated_micro_batches:
             tokens = plan.micro_batches[mb] * plan.tokens_per_sample
-            for pos in range(len(ops)):
+            for pos in forward:
                 add(step, mb, pos, "forward", tokens)
             seen: set[int] = set()
-            for pos in range(len(ops) - 1, -1, -1):
+            for pos in reversed(backward):
                 b = ops[pos].block
                 if recompute and b is not None and b not in seen:
                     seen.add(b)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from wss.model.cluster import Cluster, run_cluster
 from wss.model.fold import FoldMismatch
+from wss.model.layer_fold import LayerFoldMismatch
 from wss.model.measure import measure
 from wss.model.plan import Plan, make_plan
 from wss.model.results import NumericsSummary, Result
@@ -44,6 +46,7 @@ def simulate_detailed(
     scenario: Scenario | Mapping[str, Any] | str | Path,
     record: bool = True,
     progress: Callable[[float], None] | None = None,
+    fold_layers: bool = True,
 ) -> tuple[Result, Cluster]:
     """Simulate and also return the finished :class:`~wss.model.cluster.Cluster`.
 
@@ -54,6 +57,8 @@ def simulate_detailed(
     :class:`wss.model.folded_spans.UnfoldedSpans` places them on the
     Result's.  ``progress`` is called with the fraction of the run done
     (monotone, ending at 1.0); it does not change the Result either.
+    ``fold_layers=False`` simulates every block even where identical ones would fold
+    (:mod:`wss.model.layer_fold`): for checking the fold; the answer agrees to 1e-9.
     """
     from wss._version import __version__
 
@@ -67,13 +72,14 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
-    p = _folding_plan(s, profiles)
+    p = _folding_plan(s, profiles, fold_layers)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
-    log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps", s.name,
-             "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
-             len(p.micro_batches), p.simulated_steps, s.training.steps)
+    log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps, %d of %d blocks",
+             s.name, "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
+             len(p.micro_batches), p.simulated_steps, s.training.steps, _blocks(p) - len(p.dropped_blocks),
+             _blocks(p))
     try:
-        cluster = run(p, record=record, progress=progress)
+        cluster = _run_layers_folded(s, profiles, p, record, progress, run)
     except FoldMismatch as exc:
         log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
         cluster = _run_less_folded(s, profiles, p, record, progress, run)
@@ -81,31 +87,61 @@ def simulate_detailed(
     return measure(cluster, __version__, numerics), cluster
 
 
-def _folding_plan(s: Scenario, profiles: Any) -> Plan:
-    """The plan a run simulates, with the micro-batches and steps it may fold.
+def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
+    """The plan a run simulates, with the micro-batches, steps and layers it may fold.
 
     Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the
-    folded cluster (the unfolded one has no step-fold check yet).
+    micro-batch repeats the one before (not with random slow flash reads).  Steps and layers fold only in
+    the folded cluster (the unfolded one has no step- or layer-fold check yet).
     """
     folded = wafer_folding(s).folded
     fold = (folded or uniform_shards(s)) and s.faults.flash is None
-    return make_plan(s, profiles, fold=fold, fold_steps=folded)
+    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=folded and fold_layers)
+
+
+def _blocks(p: Plan) -> int:
+    return len({op.block for op in p.ops if op.block is not None})
 
 
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
-    """Would :func:`simulate` fold micro-batches or steps (if the folds pass their checks)?  Then a trace
-    of the run marks the stretches its copies fill (:mod:`wss.model.folded_spans`)."""
+    """Would :func:`simulate` fold micro-batches, steps or layers (if the folds pass their checks)?  Then a
+    trace of the run marks the stretches its copies fill (:mod:`wss.model.folded_spans`)."""
     p = _folding_plan(_as_scenario(scenario), None)
-    return bool(p.fold_copies or p.step_fold_copies)
+    return bool(p.fold_copies or p.step_fold_copies or p.layer_runs)
+
+
+def _run_layers_folded(s: Scenario, profiles: Any, p: Plan, record: bool,
+                       progress: Callable[[float], None] | None, run: Callable[..., Cluster]) -> Cluster:
+    """Run the plan; if its blocks fold in one direction but not the other, again with that one only.
+
+    Only a run of one simulated step folds one direction alone: with more, a block whose backward (and
+    update) were folded away would still stream forward in the next step, waiting for an update the
+    run never simulates, and one whose forward was folded away would skip the wait the real run has.
+    """
+    try:
+        return run(p, record=record, progress=progress)
+    except LayerFoldMismatch as exc:
+        others = tuple(d for d in p.layer_directions if d != exc.direction)
+        if not others or p.simulated_steps > 1:
+            raise
+        log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
+                 exc.direction, exc, others[0])
+        return run(replace(p, layer_directions=others), record=record, progress=progress)
 
 
 def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
                      progress: Callable[[float], None] | None, run: Callable[..., Cluster]) -> Cluster:
-    """After a fold failed its check: steps unfolded (micro-batches still folded), else nothing folded."""
+    """After a fold failed its check: layers unfolded, then steps too (micro-batches still folded), else
+    nothing folded."""
+    if folded.layer_runs:
+        try:
+            return run(make_plan(s, profiles, fold_steps=bool(folded.step_fold_copies), fold_layers=False),
+                       record=record, progress=progress)
+        except FoldMismatch as exc:
+            log.info("%s: micro-batches or steps do not repeat either (%s): folding less", s.name, exc)
     if folded.step_fold_copies:
         try:
-            return run(make_plan(s, profiles, fold_steps=False), record=record, progress=progress)
+            return run(make_plan(s, profiles, fold_steps=False, fold_layers=False), record=record, progress=progress)
         except FoldMismatch as exc:
             log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
     return run(make_plan(s, profiles, fold=False), record=record, progress=progress)

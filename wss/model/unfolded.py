@@ -16,7 +16,15 @@ A wafer's shard is cut into as many micro-batches as the busiest wafer's
 (:attr:`Plan.micro_batches`), as evenly as it goes, so every wafer runs the same
 passes in lock-step; a smaller shard makes smaller micro-batches, and the
 wafer waits for the others.  Faults (``faults:``) slow one wafer's compute or
-one edge's bandwidth.  One wafer stands for the rest in the Result's breakdown
+one edge's bandwidth.
+
+Wafers that are provably identical (the same shard, slowdown and jitter draws,
+under identical subtrees: :func:`~wss.model.components.swarmx_tree.stand_ins`)
+have identical timelines, so with ``simulation.wafer_classes`` (the default)
+only one per class is simulated and each tree node counts it for all its
+members; every wafer still gets its own record, copied from its class's.
+
+One wafer stands for the rest in the Result's breakdown
 and records: the busiest (the first with the most work: its shard times its
 slowdown); the others are summarised per wafer
 (:class:`~wss.model.results.WaferRecord`).
@@ -24,8 +32,9 @@ slowdown); the others are summarised per wafer
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -55,16 +64,25 @@ from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_evenly
 from wss.model.program import Pass, build_program
 from wss.model.stall import run_or_explain
+from wss.model.wafer_shards import reachable_wafers
 
-__all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer"]
+__all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer",
+           "wafer_kinds"]
 
 
 @dataclass
 class UnfoldedCluster(Cluster):
     """The wired parts of an unfolded run; ``wafer``, ``inputs`` and ``activations`` are the representative
-    wafer's, ``swarmx`` is the tree (its levels viewed as link classes)."""
+    wafer's, ``swarmx`` is the tree (its levels viewed as link classes).
+
+    ``wafers`` has one entry per wafer: while the run lasts, a wafer stood for by another is that one's
+    object; after it, a copy under its own name (:meth:`name_members`).  ``all_inputs``, ``stores`` and
+    ``returns`` are the simulated wafers' only.
+    """
 
     wafers: list[Wafer] = field(default_factory=list)
+    #: Each wafer's stand-in: the wafer simulated in its place (itself when it is simulated).
+    stand_in: list[int] = field(default_factory=list)
     all_inputs: list[InputWorkers] = field(default_factory=list)
     stores: list[ActivationStore] = field(default_factory=list)
     returns: list[Link] = field(default_factory=list)
@@ -76,7 +94,26 @@ class UnfoldedCluster(Cluster):
 
     def busy_parts(self) -> list[str]:
         """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
-        return [w.name for w in self.wafers] + [link.name for link in self.tree.links()]
+        return [f"wafer.{w}" for w in range(len(self.wafers))] + self.tree.link_names()
+
+    @property
+    def reachable(self) -> int:
+        """Wafers that train (not cut off by a SwarmX node that is down)."""
+        return sum(1 for s in self.stand_in if s >= 0)
+
+    @property
+    def simulated(self) -> list[Wafer]:
+        """The wafers that ran, one per class of identical wafers, in order."""
+        return [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
+
+    def name_members(self) -> None:
+        """After the run: every wafer and edge stood for by another becomes a copy of its stand-in under its
+        own name (the same timeline, counters and spans), for per-wafer records, traces and figures."""
+        for w, s in enumerate(self.stand_in):
+            if s not in (w, -1):
+                self.wafers[w] = copy.copy(self.wafers[s])
+                self.wafers[w].name = f"wafer.{w}"
+        self.tree.name_members()
 
     def mark_busy(self) -> None:
         """Append every part's busy seconds so far to :attr:`step_busy`."""
@@ -93,7 +130,7 @@ class UnfoldedCluster(Cluster):
         return [*self.tree.down, *self.tree.up, *extra]  # type: ignore[list-item]
 
     def links(self) -> list[Link]:
-        return [*self.tree.links(), self.memoryx_in, *self.returns]
+        return [*self.tree.simulated_links(), self.memoryx_in, *self.returns]
 
     def counters(self) -> dict[str, float]:
         """The folded cluster's counters (a level's are its busiest edge's), and every edge's and wafer's."""
@@ -108,14 +145,14 @@ class UnfoldedCluster(Cluster):
 
     def state(self) -> tuple:
         stores = [link.inbox for link in self.links()] + [self.memoryx.grad_inbox]
-        stores += [s for w in self.wafers for s in (w.intake, w.act_intake)]
+        stores += [s for w in self.simulated for s in (w.intake, w.act_intake)]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
         return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         names, where = super().wait_context()
-        for wafer, inputs in zip(self.wafers, self.all_inputs):
+        for wafer, inputs in zip(self.simulated, self.all_inputs):
             names[id(wafer.intake)] = f"the intake of {wafer.name}"
             names[id(wafer.act_intake)] = f"the intake of offloaded activations of {wafer.name}"
             for (step, mb), ev in wafer.forward_done.items():
@@ -170,6 +207,21 @@ def _jitter(plan: Plan) -> list[tuple[float, ...]]:
     return [tuple(float(x) for x in row) for row in drawn]
 
 
+def wafer_kinds(plan: Plan, classes: bool = True) -> list[Hashable | None]:
+    """What sets each wafer apart from the others: its micro-batch sizes, its slowdown and its jitter draws
+    (without ``classes``, the wafer itself); ``None`` for a wafer cut off by a node that is down.
+
+    Wafers of one kind, under identical subtrees of the tree, have identical timelines (the rest of a
+    wafer's inputs, its settings and its program, follow from these).  Failures are not part of it:
+    they cost time between steps and change no step.
+    """
+    slowdowns = plan.scenario.faults.slowdowns()
+    reachable = set(reachable_wafers(plan.scenario))
+    kinds = [(tuple(mbs), slowdowns.get(w, 1.0), factors) if classes else w
+             for w, (mbs, factors) in enumerate(zip(wafer_micro_batches(plan), _jitter(plan)))]
+    return [k if w in reachable else None for w, k in enumerate(kinds)]
+
+
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
     """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches."""
     n, busiest = len(plan.micro_batches), max(plan.wafer_samples)
@@ -212,7 +264,10 @@ def build_unfolded(plan: Plan, record: bool = False,
     memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     rep = representative_wafer(plan)
     faults = plan.scenario.faults
-    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors())
+    kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
+    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
+                      kinds)
+    stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
     memoryx_in = memoryx_in_link(env, plan)
     sizes = wafer_micro_batches(plan)
@@ -220,8 +275,17 @@ def build_unfolded(plan: Plan, record: bool = False,
     w_base = _all_token_counts(plan, sizes)
     i_base = input_settings(plan)
     factors = _jitter(plan)
-    wafers, inputs, stores, returns = [], [], [], []
+    wafers: list[Wafer] = []
+    inputs: list[InputWorkers] = []
+    stores: list[ActivationStore] = []
+    returns: list[Link] = []
     for w, mbs in enumerate(sizes):
+        if stand_in[w] == -1:  # cut off: a wafer that never runs (its record and trace track stay empty)
+            wafers.append(Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), [], {}, {}))
+            continue
+        if stand_in[w] != w:  # stood for by an identical wafer
+            wafers.append(wafers[stand_in[w]])
+            continue
         prog = programs[tuple(mbs)]
         ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
         settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}", compute_factors=factors[w]),
@@ -248,10 +312,12 @@ def build_unfolded(plan: Plan, record: bool = False,
     memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
     tree.connect_root(memoryx_in.inbox)
     memoryx_in.connect(memoryx.grad_inbox)
-    offload_in = LinkGroup("wafer.offload.in", returns, returns[rep]) if returns else None
+    at = sorted(set(stand_in) - {-1}).index(rep)  # the representative among the simulated wafers
+    offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
     cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, optimizer, tree, memoryx_in,
-                              wafers[rep], inputs[rep], flash_channel, stores[rep] if stores else None, offload_in,
-                              wafers=wafers, all_inputs=inputs, stores=stores, returns=returns)
+                              wafers[rep], inputs[at], flash_channel, stores[at] if stores else None, offload_in,
+                              wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
+                              returns=returns)
     if record:
         memoryx.record()
         for group in cluster.groups():
@@ -288,15 +354,15 @@ def run_unfolded(plan: Plan, record: bool = False,
         optimizer.name: env.process(optimizer.run()),
         cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
         **{ins.name: env.process(ins.run()) for ins in cluster.all_inputs},
-        **{link.name: env.process(link.run()) for link in (*cluster.tree.links(), *cluster.returns)},
+        **{link.name: env.process(link.run()) for link in (*cluster.tree.simulated_links(), *cluster.returns)},
     }
     if memoryx.staging is not None:
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
     for store in cluster.stores:
         processes[store.name] = env.process(store.run())
     env.process(_mark_steps(cluster))
-    done = [env.process(w.run()) for w in cluster.wafers]
-    processes.update({w.name: p for w, p in zip(cluster.wafers, done)})
+    done = [env.process(w.run()) for w in cluster.simulated]
+    processes.update({w.name: p for w, p in zip(cluster.simulated, done)})
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
     last_step = plan.scenario.training.steps - 1
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
@@ -304,6 +370,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     cluster.events = _event_count(env)
     for group in cluster.groups():
         group.sync()
+    cluster.name_members()
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]
         cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,

@@ -15,23 +15,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wss.model.scenario import Scenario
+from wss.model.wafer_shards import shard_samples
 
-if TYPE_CHECKING:  # the Result's models and the planner load when a record is made: the scenario's checks
-    from wss.model.results import WaferFolding  # ask only whether the wafers fold (wss validate starts faster)
+if TYPE_CHECKING:  # the Result's models load when a record is made: the scenario's checks ask only
+    from wss.model.results import WaferFolding  # whether the wafers fold (wss validate starts faster)
 
-__all__ = ["wafer_folding", "folds_wafers", "uniform_shards"]
+__all__ = ["wafer_folding", "folds_wafers", "uniform_shards", "simulated_wafers"]
 
 
 def uniform_shards(scenario: Scenario) -> bool:
-    """Does every wafer get the same number of samples?"""
-    return scenario.training.global_batch % scenario.hardware.wafers == 0
+    """Does every wafer that trains (none is cut off by a node that is down) get the same number of samples?"""
+    return len({n for n in shard_samples(scenario) if n}) == 1
 
 
 def _shards(scenario: Scenario) -> str:
     """'1544 samples over 192 wafers: 8 wafers of 9, 184 of 8'."""
-    from wss.model.plan.micro_batching import wafer_samples
-
-    samples = wafer_samples(scenario.training.global_batch, scenario.hardware.wafers)
+    samples = [n for n in shard_samples(scenario) if n]
     hi, lo = max(samples), min(samples)
     return (f"{scenario.training.global_batch} samples over {len(samples)} wafers: {samples.count(hi)} wafers "
             f"of {hi}, {samples.count(lo)} of {lo}")
@@ -71,3 +70,22 @@ def wafer_folding(scenario: Scenario) -> WaferFolding:
     if rule == "uniform":
         return UNIFORM_FOLDING
     return WaferFolding(folded=False, reason=f"auto: the shards are uneven, {_shards(scenario)}")
+
+
+def simulated_wafers(scenario: Scenario) -> int:
+    """Wafers an unfolded run simulates: one per class of identical wafers under identical subtrees
+    (``simulation.wafer_classes``; :func:`wss.model.components.swarmx_tree.stand_ins`), else every wafer.
+
+    A wafer's kind here is its shard, its slowdown and, with jitter, itself (every wafer draws its own
+    factors): equal shards make equal micro-batches, so these are the classes the run uses.
+    """
+    from wss.model.components.swarmx_tree import stand_ins  # lazy: the scenario loader imports this module
+
+    hw, faults = scenario.hardware, scenario.faults
+    if not scenario.simulation.wafer_classes or faults.jitter is not None:
+        return sum(1 for n in shard_samples(scenario) if n)
+    slow = faults.slowdowns()
+    kinds = [(n, slow.get(w, 1.0)) if n else None for w, n in enumerate(shard_samples(scenario))]
+    leaves = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
+                       faults.bandwidth_factors())[-1]
+    return sum(1 for w, s in enumerate(leaves) if s == w)

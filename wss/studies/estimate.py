@@ -84,6 +84,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wss.model.components.inputs import TOKEN_ID_BYTES
 from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import job_seconds, job_traffic
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import KernelPlan, Plan, make_plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
@@ -175,19 +176,20 @@ class _Path:
     def of(cls, plan: Plan) -> _Path:
         s = plan.scenario
         hw = s.hardware
-        mx, sx = hw.memoryx, hw.swarmx
+        sx = hw.swarmx
         depth = plan.tree_levels
         edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
         levels = tuple((f"swarmx.l{lv}", edge if lv == depth else sx.link_bandwidth_Bps) for lv in range(1, depth + 1))
-        net = mx.shards * mx.network_bandwidth_Bps
+        rates = memoryx_rates(s)  # the shards' rates added up, each at the slowest shard's (faults.shards)
+        net = rates.network_Bps
         return cls(
             down=levels,
             up=tuple(reversed(levels)) + (("memoryx.network", net),),
-            dram_Bps=mx.shards * mx.dram_bandwidth_Bps,
+            dram_Bps=rates.dram_Bps,
             net_Bps=net,
-            flash_read_Bps=mx.shards * mx.flash_read_bandwidth_Bps,
-            flash_write_Bps=mx.shards * mx.flash_write_bandwidth_Bps,
-            opt_flops=mx.shards * mx.optimizer_flops,
+            flash_read_Bps=rates.flash_read_Bps,
+            flash_write_Bps=rates.flash_write_Bps,
+            opt_flops=rates.optimizer_flops,
             hop_s=sx.hop_latency_s,
             port_buffer_bytes=sx.port_buffer_bytes,
             ingress_buffer_bytes=hw.wafer.ingress_buffer_bytes,

@@ -125,7 +125,7 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
     rows: list[tuple[str, dict[str, list[tuple[float, float]]]]] = []
     passes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for p, t in zip(program, cluster.wafer.passes):
-        d = placed.shift_of_pass(p.index)
+        d = placed.wafer_shift(p.index)
         if t.end + d >= lo and t.start + d <= hi:
             passes[p.phase].append((t.start + d, t.end + d))
     rows.append(("wafer passes", passes))
@@ -423,6 +423,10 @@ def wafers_figure(result: Result) -> Figure:
         vals = [w.breakdown_s.get(cause, 0.0) * scale for w in wafers]
         ax.bar(x, vals, bottom=bottom, width=0.85, color=CAUSE_COLOURS.get(cause, _FALLBACK), label=cause)
         bottom = [b + v for b, v in zip(bottom, vals)]
+    cut = [w.wafer for w in wafers if w.samples == 0]  # below a SwarmX node that is down (faults.nodes)
+    if cut:
+        ax.bar(cut, [result.step_time_s * scale] * len(cut), width=0.85, color="none", edgecolor="#999999",
+               hatch="//", label="cut off (node down)")
     ax.axhline(result.step_time_s * scale, color="black", linewidth=1, linestyle="--", label="step time")
     ax.set_xlabel("wafer")
     ax.set_ylabel(f"seconds per step ({unit})")

@@ -248,6 +248,15 @@ def _folded_what(result: Result, repeated: list[Any]) -> str:
     facts: dict[str, Any] = dict(result.cluster)
     steps_simulated = int(facts.get("steps_simulated", 0))
     folded_mb = int(facts.get("micro_batches_simulated", 0)) < result.memory.micro_batches
+    if "blocks" in facts:  # layer folding: say what was simulated of each kind
+        text = (f"blocks simulated: {facts['blocks_simulated_forward']} of {facts['blocks']} forward, "
+                f"{facts['blocks_simulated_backward']} backward, one block's passes (and its kernels' updates) "
+                "counting for the identical blocks left out")
+        if folded_mb:
+            text += f"; {facts['micro_batches_simulated']} of {result.memory.micro_batches} micro-batches per step"
+        if steps_simulated:
+            text += f"; {steps_simulated} of {len(result.steps)} steps"
+        return text
     mb, n = repeated[0].micro_batch, repeated[0].repeats
     if not steps_simulated:
         return f"micro-batch {mb}'s records count x{n}, for micro-batches {mb}-{mb + n - 1}"

@@ -360,7 +360,8 @@ def field_rows(schema: dict[str, Any], node: dict[str, Any] | None = None, prefi
         items = [_resolve(schema, b) for b in _branches(prop["items"])] if prop.get("type") == "array" and \
             "items" in prop else []
         if any("properties" in item for item in items):
-            layers = all("kind" in item.get("properties", {}) for item in items)
+            # A model's layers, told apart by kind; other lists (faults) may have a kind field but one item type.
+            layers = name == "layers" and all("kind" in item.get("properties", {}) for item in items)
             # A list of other mappings (faults) defaults to empty; pydantic writes no default for a default factory.
             default = _default_text(name, prop, name in required) if layers or name in required else "[]"
             rows.append(FieldRow(path, "list of layers" if layers else "list of mappings", "", default,

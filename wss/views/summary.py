@@ -102,9 +102,12 @@ def format_plan(plan: Plan) -> str:
     )
     hw = s.hardware
     lines.append(f"  edges       {describe_edges(hw.swarmx.edge_names(hw.wafers))} (names for faults.links)")
+    lines.append(f"  nodes       {describe_edges(hw.swarmx.node_names(hw.wafers))} (names for faults.nodes)")
     indexes = f"0-{hw.wafers - 1}" if hw.wafers > 1 else "0"
-    lines.append(f"  wafers      {indexes} (indexes for faults.stragglers and faults.events); storage "
-                 f"presets for faults.failures.storage: {', '.join(list_presets().get('storage', []))}")
+    shards = hw.memoryx.shards
+    lines.append(f"  wafers      {indexes} (indexes for faults.stragglers and faults.events); MemoryX shards "
+                 f"{f'0-{shards - 1}' if shards > 1 else '0'} (for faults.shards); storage presets for "
+                 f"faults.failures.storage: {', '.join(list_presets().get('storage', []))}")
     if s.faults.any:
         lines.append(f"  faults      {s.faults.describe()}")
     return "\n".join(lines)

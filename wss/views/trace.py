@@ -201,14 +201,20 @@ def _per_bucket(cumulative: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.diff(cumulative) / np.where(width > 0, width, 1.0)
 
 
+_PLURAL = {"block": "blocks", "micro-batch": "micro-batches", "step": "steps"}
+
+
 def _stretch_args(s: FoldedStretch) -> dict[str, Any]:
     """What a folded-copies span says: how many copies of what, their period, what they stand for."""
-    last = s.first + s.copies - 1
-    if s.kind == "step":
-        return {"copies": s.copies, "period_us": _us(s.period_s), "copy_of": f"step {s.copied}",
-                "stands_for": f"steps {s.first}-{last}"}
-    return {"copies": s.copies, "period_us": _us(s.period_s), "copy_of": f"micro-batch {s.copied}",
-            "stands_for": f"micro-batches {s.first}-{last}", "step": s.step}
+    first, last = s.stands_for
+    args: dict[str, Any] = {"copies": s.copies, "period_us": _us(s.period_s), "copy_of": f"{s.kind} {s.copied}",
+                            "stands_for": f"{_PLURAL[s.kind]} {first}-{last}"}
+    if s.kind == "block":
+        args["direction"] = s.direction
+        args["micro_batch"] = s.micro_batch
+    if s.step is not None:
+        args["step"] = s.step
+    return args
 
 
 def _gap(drawn: Sequence[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
@@ -293,9 +299,10 @@ class _SpanTracks:
             self.tb.span(pid, tid, name, phase, a, b, args)
         self.folded(pid, tid, merged, first)
 
-    def busy(self, spans: Sequence[tuple[float, ...]]) -> np.ndarray:
-        """Busy fraction per bucket of spans recorded on the simulated axis (non-overlapping, in order)."""
-        b = self.placed.cumulative(_busy_until(spans), self.edges)
+    def busy(self, spans: Sequence[tuple[float, ...]], moved: bool = False) -> np.ndarray:
+        """Busy fraction per bucket of recorded spans (non-overlapping, in order): simulated times, or with
+        ``moved`` the wafer timeline's (its block copies in place)."""
+        b = self.placed.cumulative(_busy_until(spans), self.edges, moved)
         return np.clip(_per_bucket(b, self.edges), 0.0, 1.0)
 
     def link_counters(self, pid: int, name: str, link: Link) -> None:
@@ -348,7 +355,7 @@ class _SpanTracks:
             self.tb.span(pid, tid, f"{cause} stall", cause, a, b, args)
         self.folded(pid, tid, stalls, first)
         compute = [(a, b) for a, b, cause, _ in timeline if cause == "compute"]
-        self.tb.counter(pid, "wafer compute busy", self.edges[:-1], self.busy(compute), "fraction")
+        self.tb.counter(pid, "wafer compute busy", self.edges[:-1], self.busy(compute, moved=True), "fraction")
 
     def unfolded(self) -> None:
         """An unfolded run: one thread per wafer (its compute and waits, per pass) and one per tree link."""

@@ -57,6 +57,13 @@ class Chunk:
     def last(self) -> bool:
         return self.seq == self.n_chunks - 1
 
+    def copy(self) -> Chunk:
+        """A copy of this chunk (as ``dataclasses.replace(self)``, without its per-field machinery: a tree node
+        copies every chunk once per child)."""
+        twin = Chunk.__new__(Chunk)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
 
 #: Chunks a buffer admits whatever their size.  A chunk is a unit of the simulation (as large as
 #: an eighth of a kernel: ``simulation.max_chunks_per_kernel``), while the hardware moves packets,

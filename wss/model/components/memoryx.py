@@ -126,6 +126,8 @@ class MemoryX:
         #: (start, end, pass_index, bytes) spans of streaming and of flash prefetch, when recording.
         self.stream_spans: list[tuple[float, float, int, float]] | None = None
         self.prefetch_spans: list[tuple[float, float, int, float]] | None = None
+        #: (pass index, kernel, step) of every stream pass or prefetch that had to wait for that step's update.
+        self.update_waits: list[tuple[int, int, int]] = []
         #: Each flash read's factor on its time, called once per read in order (slow reads); None: all at rate.
         self.flash_read_factor: Callable[[], float] | None = None
 
@@ -154,7 +156,10 @@ class MemoryX:
             if kp.tier != "flash":
                 continue
             if p.waits_for_update:  # never read weights the optimizer is still updating
-                yield self.optimizer.done_event(kp.state_owner, p.step - 1)
+                done = self.optimizer.done_event(kp.state_owner, p.step - 1)
+                if not done.triggered:
+                    self.update_waits.append((p.index, kp.state_owner, p.step - 1))
+                yield done
             per_chunk = kp.read_bytes / kp.n_chunks
             for c in range(kp.n_chunks):
                 yield staging.get(self.staged_chunk_bytes[kp.index])
@@ -183,6 +188,7 @@ class MemoryX:
             if p.waits_for_update:
                 done = self.optimizer.done_event(kp.state_owner, p.step - 1)
                 if not done.triggered:
+                    self.update_waits.append((p.index, kp.state_owner, p.step - 1))
                     t0 = env.now
                     yield done
                     cause, cause_wait = "update", env.now - t0

@@ -20,12 +20,23 @@ level ``l`` go to the nodes of level ``l + 1`` or, at the last level, to the
 wafers, and a child ``c`` hangs under node ``c // fan_out``.  Edge ``c`` of
 level ``l`` is named ``swarmx.l<l>.<c>``; its links ``swarmx.down.l<l>.<c>`` and
 ``swarmx.up.l<l>.<c>``; node ``i`` of level ``l`` is ``swarmx.l<l>.n<i>``.
+
+**Classes of identical subtrees.**  Given each wafer's *kind* (what sets it
+apart: its shard, its slowdown, its jitter draws), sibling edges whose subtrees
+are identical (the same edge factors and, below them, the same shape and the
+same kinds in the same order) receive the same chunks at the same times and
+send the same gradients back at the same times.  Only the first of them (its
+class's *stand-in*) is simulated: the node's broadcast copies each chunk to
+one child per class, and its reduction counts the stand-in's chunk once for
+each member of the class.  This is exact, the same argument that lets one
+wafer stand for a uniform cluster applied at every node
+(:func:`stand_ins`; docs/unfolded.md, "Classes of identical wafers").
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Generator, Mapping, Sequence
+import copy
+from collections.abc import Generator, Hashable, Mapping, Sequence
 from typing import Any
 
 import simpy
@@ -33,7 +44,7 @@ import simpy
 from wss.model.components.links import Chunk, Inlet, Link
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 
-__all__ = ["Fanout", "Reduce", "LinkGroup", "SwarmXTree", "edge_names"]
+__all__ = ["Fanout", "Reduce", "LinkGroup", "SwarmXTree", "edge_names", "stand_ins"]
 
 
 def _children(level: int, nodes_per_level: Sequence[int], wafers: int) -> int:
@@ -45,6 +56,56 @@ def edge_names(nodes_per_level: Sequence[int], wafers: int, name: str = "swarmx"
     """Every edge of the tree, root first: ``swarmx.l1.0``, ..., ``swarmx.l<D>.<wafers - 1>``."""
     return [f"{name}.l{level}.{c}" for level in range(1, len(nodes_per_level) + 1)
             for c in range(_children(level, nodes_per_level, wafers))]
+
+
+def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable | None],
+              factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
+    """Each edge's stand-in, level by level (root first): the edge simulated in its place.
+
+    Two sibling edges are in one class when their subtrees are identical: the same bandwidth factors
+    and, level by level, the same number of children in the same order, down to wafers of equal
+    ``kinds``.  The first edge of a class stands for it; an edge inside a member's subtree is stood
+    for by the edge at the same place under the member's stand-in.  An edge that stands for itself is
+    simulated; ``stand_ins(...)[-1][w]`` is the wafer simulated in wafer ``w``'s place.  With every
+    kind distinct, every edge stands for itself (one process per wafer and per edge).
+
+    A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
+    wafer below it stand for nothing (``-1``) and carry nothing.
+    """
+    factor = factor or {}
+    depth = len(nodes_per_level)
+    widths = [_children(level, nodes_per_level, wafers) for level in range(1, depth + 1)]
+    ids: dict[Hashable, int] = {}  # a signature -> a small integer naming it
+    below: list[int] = [ids.setdefault(("wafer", k), len(ids)) for k in kinds]  # what hangs under each edge
+    live = [k is not None for k in kinds]  # does any wafer that trains hang below the edge?
+    signatures: list[list[int]] = [[] for _ in range(depth)]
+    alive: list[list[bool]] = [[] for _ in range(depth)]
+    for level in range(depth, 0, -1):  # bottom-up: an edge's signature is its factor and its subtree's
+        sig = [ids.setdefault(("edge", level, factor.get(f"{name}.l{level}.{c}", 1.0), below[c]), len(ids))
+               for c in range(widths[level - 1])]
+        signatures[level - 1], alive[level - 1] = sig, live
+        nodes = nodes_per_level[level - 1]
+        below = [ids.setdefault(("node", level, *sig[i * fan_out:(i + 1) * fan_out]), len(ids))
+                 for i in range(nodes)]
+        live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
+    out: list[list[int]] = []
+    parent: list[int] = [0]  # the root node stands for itself
+    for level in range(1, depth + 1):
+        sig = signatures[level - 1]
+        first: dict[tuple[int, int], int] = {}  # (node, signature) -> its first child edge with it
+        for c in range(widths[level - 1]):
+            first.setdefault((c // fan_out, sig[c]), c)
+        row = []
+        for c in range(widths[level - 1]):
+            node = parent[c // fan_out]  # the node standing for this edge's node
+            if not alive[level - 1][c]:
+                row.append(-1)
+                continue
+            place = node * fan_out + c % fan_out  # the edge at the same place under it
+            row.append(first[(node, sig[place])])
+        out.append(row)
+        parent = row
+    return out
 
 
 class Fanout:
@@ -62,7 +123,7 @@ class Fanout:
         if len(self.inboxes) == 1:
             return self.inboxes[0].put(item)
         # Each child gets its own copy: a link stamps the chunk with its arrival time downstream.
-        puts = [box.put(dataclasses.replace(item)) for box in self.inboxes]
+        puts = [box.put(item.copy()) for box in self.inboxes]
         pending = [p for p in puts if not p.triggered]
         if not pending:
             return puts[-1]
@@ -76,6 +137,8 @@ class Reduce:
 
     Children send the same chunks in the same order; a chunk is matched by its pass and sequence
     number.  Each child's put succeeds when the summed chunk has been taken by the edge above.
+    A child standing for a class of identical children (:func:`stand_ins`) puts through
+    :meth:`inlet`, and its chunk counts once per member.
     """
 
     def __init__(self, env: simpy.Environment, name: str, n_children: int):
@@ -83,26 +146,36 @@ class Reduce:
         self.name = name
         self.n_children = n_children
         self.out: Inlet | None = None
-        self._arrived: dict[tuple[int, int], list[tuple[Chunk, simpy.Event]]] = {}
+        #: (pass, seq) -> [children counted so far, the chunks that arrived with their put events]
+        self._arrived: dict[tuple[int, int], tuple[list[int], list[tuple[Chunk, simpy.Event]]]] = {}
 
     def connect(self, out: Inlet) -> None:
         self.out = out
+
+    def inlet(self, members: int) -> Inlet:
+        """Where a child standing for ``members`` identical children puts its chunks."""
+        return self if members == 1 else _Counted(self, members)
 
     @property
     def partial(self) -> int:
         """Chunks waiting for the rest of their children."""
         return len(self._arrived)
 
-    def put(self, item: Chunk) -> simpy.Event:
+    def put(self, item: Chunk, members: int = 1) -> simpy.Event:
         assert self.out is not None, f"{self.name} is not connected"
         key = (item.pass_index, item.seq)
-        arrived = self._arrived.setdefault(key, [])
-        if len(arrived) + 1 < self.n_children:
+        entry = self._arrived.get(key)
+        if entry is None:
+            entry = self._arrived[key] = ([0], [])
+        count, arrived = entry
+        count[0] += members
+        if count[0] < self.n_children:
             wait = self.env.event()
             arrived.append((item, wait))
             return wait
         del self._arrived[key]
-        summed = dataclasses.replace(item, ready_at=max([item.ready_at, *(c.ready_at for c, _ in arrived)]))
+        summed = item.copy()
+        summed.ready_at = max([item.ready_at, *(c.ready_at for c, _ in arrived)])
         taken = self.out.put(summed)
         if arrived:
             def release(_event: simpy.Event) -> None:
@@ -112,6 +185,16 @@ class Reduce:
             assert taken.callbacks is not None
             taken.callbacks.append(release)
         return taken
+
+
+class _Counted:
+    """A reduction's input for a child standing for ``members`` identical children."""
+
+    def __init__(self, node: Reduce, members: int):
+        self.node, self.members = node, members
+
+    def put(self, item: Chunk) -> simpy.Event:
+        return self.node.put(item, self.members)
 
 
 class LinkGroup(Link):
@@ -152,7 +235,8 @@ class SwarmXTree(SwarmX):
 
     ``down`` and ``up`` are the levels as :class:`LinkGroup` views, in the folded chain's order and
     with its names (``swarmx.down.l1`` ... and ``swarmx.up.l<D>`` ... ``swarmx.up.l1``), so a Result
-    reads the same either way; ``down_edges[l - 1][c]`` and ``up_edges[l - 1][c]`` are the links.
+    reads the same either way; ``down_edges[l - 1][c]`` and ``up_edges[l - 1][c]`` are the links (an
+    edge stood for by another is that edge's link until :meth:`name_members`).
 
     Parameters
     ----------
@@ -161,13 +245,18 @@ class SwarmXTree(SwarmX):
     wafers
         Leaves of the tree.
     path_wafer
-        The wafer whose root-to-leaf path the level views draw (the representative wafer).
+        The wafer whose root-to-leaf path the level views draw (the representative wafer; it must stand
+        for itself).
     bandwidth_factor
         Edge name -> factor on both of its links' bandwidth (a degraded edge).
+    kinds
+        Each wafer's kind, to simulate one subtree per class of identical ones (:func:`stand_ins`);
+        ``None``: every wafer and every edge apart.
     """
 
     def __init__(self, env: simpy.Environment, settings: SwarmXSettings, fan_out: int, wafers: int,
-                 path_wafer: int = 0, bandwidth_factor: Mapping[str, float] | None = None):
+                 path_wafer: int = 0, bandwidth_factor: Mapping[str, float] | None = None,
+                 kinds: Sequence[Hashable] | None = None):
         self.settings = settings
         self.levels = settings.levels
         self.nodes_per_level = list(settings.nodes_per_level)
@@ -175,34 +264,67 @@ class SwarmXTree(SwarmX):
         self.wafers = wafers
         factor = dict(bandwidth_factor or {})
         name, depth = settings.name, settings.levels
-        widths = [_children(level, self.nodes_per_level, wafers) for level in range(1, depth + 1)]
-        self.down_edges = [[self._edge(env, "down", level, c, factor) for c in range(widths[level - 1])]
-                           for level in range(1, depth + 1)]
-        self.up_edges = [[self._edge(env, "up", level, c, factor) for c in range(widths[level - 1])]
-                         for level in range(1, depth + 1)]
+        self.stand_in = stand_ins(self.nodes_per_level, wafers, fan_out, range(wafers) if kinds is None else kinds,
+                                  factor, name)
+        self.down_edges = self._edges(env, "down", factor)
+        self.up_edges = self._edges(env, "up", factor)
         self.fanouts: list[list[Fanout]] = []
         self.reducers: list[list[Reduce]] = []
         for level in range(1, depth + 1):
-            below = self.down_edges[level - 1]
-            nodes = range(self.nodes_per_level[level - 1])
-            self.fanouts.append([Fanout(env, f"{name}.l{level}.n{i}", below[i * fan_out:(i + 1) * fan_out])
-                                 for i in nodes])
-            self.reducers.append([Reduce(env, f"{name}.l{level}.n{i}", len(below[i * fan_out:(i + 1) * fan_out]))
-                                  for i in nodes])
+            self._nodes(env, level)
         for level in range(1, depth + 1):
-            for c, link in enumerate(self.down_edges[level - 1]):
+            for c in self._simulated(level):
+                node = c // fan_out
                 if level < depth:
-                    link.connect(self.fanouts[level][c])
-            for c, link in enumerate(self.up_edges[level - 1]):
-                link.connect(self.reducers[level - 1][c // fan_out])
+                    self.down_edges[level - 1][c].connect(self.fanouts[level][c])
+                members = sum(1 for k in self._children(level, node) if self.stand_in[level - 1][k] == c)
+                self.up_edges[level - 1][c].connect(self.reducers[level - 1][node].inlet(members))
             if level > 1:
-                for i, node in enumerate(self.reducers[level - 1]):
-                    node.connect(self.up_edges[level - 2][i].inbox)
+                for i in self._simulated(level - 1):
+                    self.reducers[level - 1][i].connect(self.up_edges[level - 2][i].inbox)
         path = [path_wafer // fan_out ** (depth - level) for level in range(1, depth + 1)]
-        self.down = [LinkGroup(f"{name}.down.l{level}", self.down_edges[level - 1],
+        assert all(self.stand_in[level][c] == c for level, c in enumerate(path)), "the path must be simulated"
+        self.down = [LinkGroup(f"{name}.down.l{level}", self._distinct(self.down_edges[level - 1]),
                                self.down_edges[level - 1][path[level - 1]]) for level in range(1, depth + 1)]
-        self.up = [LinkGroup(f"{name}.up.l{level}", self.up_edges[level - 1],
+        self.up = [LinkGroup(f"{name}.up.l{level}", self._distinct(self.up_edges[level - 1]),
                              self.up_edges[level - 1][path[level - 1]]) for level in range(depth, 0, -1)]
+
+    def _children(self, level: int, node: int) -> range:
+        """The edges leaving node ``node`` of level ``level``."""
+        width = len(self.stand_in[level - 1])
+        return range(node * self.fan_out, min((node + 1) * self.fan_out, width))
+
+    def _simulated(self, level: int) -> list[int]:
+        """The edges of ``level`` that stand for themselves (each its own link)."""
+        return [c for c, s in enumerate(self.stand_in[level - 1]) if s == c]
+
+    @staticmethod
+    def _distinct(links: list[Link]) -> list[Link]:
+        return list({id(link): link for link in links}.values())
+
+    def _edges(self, env: simpy.Environment, direction: str, factor: Mapping[str, float]) -> list[list[Link]]:
+        """One link per simulated edge of each level; every other edge is its stand-in's link, and an edge
+        that carries nothing (above wafers cut off) a link that never runs."""
+        out = []
+        for level, row in enumerate(self.stand_in, start=1):
+            own = {c: self._edge(env, direction, level, c, factor) for c, s in enumerate(row) if s in (c, -1)}
+            out.append([own[c if s == -1 else s] for c, s in enumerate(row)])
+        return out
+
+    def _nodes(self, env: simpy.Environment, level: int) -> None:
+        """The broadcasts and reductions of ``level``'s nodes: a simulated node's broadcast copies to one
+        child per class, its reduction counts every child; any other node is its stand-in's."""
+        name = self.settings.name
+        below = self.down_edges[level - 1]
+        above = [0] if level == 1 else self.stand_in[level - 2]
+        fanouts: dict[int, Fanout] = {-1: Fanout(env, f"{name}.l{level}.down", [])}  # a node that is down, or
+        reducers: dict[int, Reduce] = {-1: Reduce(env, f"{name}.l{level}.down", 0)}  # above wafers cut off
+        for i in sorted(set(above) - {-1}):
+            children = [c for c in self._children(level, i) if self.stand_in[level - 1][c] >= 0]
+            fanouts[i] = Fanout(env, f"{name}.l{level}.n{i}", self._distinct([below[c] for c in children]))
+            reducers[i] = Reduce(env, f"{name}.l{level}.n{i}", len(children))
+        self.fanouts.append([fanouts[s] for s in above])
+        self.reducers.append([reducers[s] for s in above])
 
     def _edge(self, env: simpy.Environment, direction: str, level: int, child: int,
               factor: Mapping[str, float]) -> Link:
@@ -228,10 +350,44 @@ class SwarmXTree(SwarmX):
         return self.up_edges[-1][wafer]
 
     def links(self) -> list[Link]:
-        """Every link, down the tree level by level, then up from the wafers: the order they start in."""
+        """Every edge's link, down the tree level by level, then up from the wafers (an edge stood for by
+        another gives that one's link until :meth:`name_members`)."""
         return [link for level in self.down_edges for link in level] + \
             [link for level in reversed(self.up_edges) for link in level]
 
+    def simulated_links(self) -> list[Link]:
+        """The links that run, in the order of :meth:`links`: the order they start in."""
+        depth = self.levels
+        down = [self.down_edges[level - 1][c] for level in range(1, depth + 1) for c in self._simulated(level)]
+        up = [self.up_edges[level - 1][c] for level in range(depth, 0, -1) for c in self._simulated(level)]
+        return down + up
+
+    def edges_below(self, level: int, wafers: int) -> int:
+        """Edges leaving level ``level`` that carry chunks (not those above wafers cut off)."""
+        return sum(1 for s in self.stand_in[level - 1] if s >= 0)
+
+    def link_names(self) -> list[str]:
+        """Every edge's link name, in the order of :meth:`links`."""
+        name, depth = self.settings.name, self.levels
+        widths = [len(row) for row in self.stand_in]
+        down = [f"{name}.down.l{level}.{c}" for level in range(1, depth + 1) for c in range(widths[level - 1])]
+        up = [f"{name}.up.l{level}.{c}" for level in range(depth, 0, -1) for c in range(widths[level - 1])]
+        return down + up
+
+    def name_members(self) -> None:
+        """After a run: give every edge stood for by another its own link, a copy of its stand-in's under its
+        own name (the same counters and spans: it did exactly the same), for per-edge traces and figures."""
+        name = self.settings.name
+        for direction, edges in (("down", self.down_edges), ("up", self.up_edges)):
+            for level, row in enumerate(edges, start=1):
+                for c, s in enumerate(self.stand_in[level - 1]):
+                    if s not in (c, -1):
+                        row[c] = copy.copy(row[s])
+                        row[c].name = f"{name}.{direction}.l{level}.{c}"
+
     def partial_sums(self) -> int:
         """Gradient chunks waiting at a node for the rest of its children."""
-        return sum(node.partial for level in self.reducers for node in level)
+        return sum(node.partial for node in self._distinct_nodes())
+
+    def _distinct_nodes(self) -> list[Reduce]:
+        return list({id(node): node for level in self.reducers for node in level}.values())

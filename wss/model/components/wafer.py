@@ -154,6 +154,9 @@ class Wafer:
         self.loss_times: dict[tuple[int, int], float] = {}
         #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
         self.on_micro_batch_start: Callable[[int, int], None] | None = None
+        #: Called with the pass index as the wafer starts each pass in :attr:`marked_passes` (layer folding).
+        self.on_marked_pass: Callable[[int], None] | None = None
+        self.marked_passes: frozenset[int] = frozenset()
         #: Called with the fraction of passes done after each pass (creates no SimPy events).
         self.progress: Callable[[float], None] | None = None
 
@@ -200,6 +203,9 @@ class Wafer:
             timing = PassTiming()
             self.passes.append(timing)
             timing.start = env.now
+            if p.index in self.marked_passes:
+                assert self.on_marked_pass is not None
+                self.on_marked_pass(p.index)
             if p.op == 0 and p.phase == "forward":
                 if self.on_micro_batch_start is not None:
                     self.on_micro_batch_start(p.step, p.micro_batch)

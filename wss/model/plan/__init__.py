@@ -50,6 +50,8 @@ from wss.model.plan.formats import INDEX_BYTES as INDEX_BYTES
 from wss.model.plan.formats import STORED_INDEX_BYTES as STORED_INDEX_BYTES
 from wss.model.plan.formats import WeightStream, weight_streams
 from wss.model.plan.kernels import kernel_of_op, plan_kernels, wafer_op_seconds
+from wss.model.plan.layer_runs import BlockRun as BlockRun
+from wss.model.plan.layer_runs import block_runs
 from wss.model.plan.micro_batching import FOLD_MIN_COPIES as FOLD_MIN_COPIES
 from wss.model.plan.micro_batching import FOLDED_PREFIX as FOLDED_PREFIX
 from wss.model.plan.micro_batching import (
@@ -58,7 +60,6 @@ from wss.model.plan.micro_batching import (
     plan_micro_batching,
     retained_weight_bytes,
     simulated_steps,
-    wafer_samples,
 )
 from wss.model.plan.placement import Placement, place_state
 from wss.model.plan.profiles import kernel_profiles
@@ -66,6 +67,7 @@ from wss.model.plan.search import Costing, choose, rank
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.wafer_shards import shard_samples
 from wss.model.workload import Op, StreamedKernel, expand_model
 
 __all__ = [
@@ -98,7 +100,7 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     """Run the steps up to the choice (profiles, formats, candidates against SRAM, placement)."""
     ops = expand_model(s.workload.model, s.workload.sparsity, s.seq_len)
     opt = OPTIMIZER_COSTS[s.training.optimizer]
-    samples = wafer_samples(s.training.global_batch, s.hardware.wafers)
+    samples = shard_samples(s)  # over the wafers a node that is down does not cut off (faults.nodes)
     specs = [op for op in ops if isinstance(op, StreamedKernel)]
     nnz_profiles = kernel_profiles(s, specs, profiles)
     streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
@@ -124,7 +126,7 @@ def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None =
 
 
 def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True,
-              fold_steps: bool = True) -> Plan:
+              fold_steps: bool = True, fold_layers: bool | tuple[str, ...] = True) -> Plan:
     """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
 
     Parameters
@@ -137,6 +139,9 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         be on).
     fold_steps
         Allow folding of identical steps (with ``fold``): off, only micro-batches are folded.
+    fold_layers
+        Allow folding of runs of identical blocks (with ``fold``; :mod:`wss.model.layer_fold`): in the
+        forward and the backward passes (true), in those named (``("forward",)``, ``("backward",)``), or not.
     """
     s = scenario
     hw = s.hardware
@@ -145,7 +150,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     chosen, choice = choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
     placement = inp.placement_for(chosen)
-    return Plan(
+    plan = Plan(
         scenario=s,
         ops=ops,
         kernels=plan_kernels(s, inp.specs, inp.profiles, inp.streams, placement, batching.token_counts),
@@ -169,3 +174,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
         choice=choice,
     )
+    directions = ("forward", "backward") if fold_layers is True else tuple(fold_layers or ())
+    if fold and directions and s.simulation.fold_micro_batches:
+        plan = replace(plan, layer_runs=block_runs(plan), layer_directions=directions)
+    return plan

@@ -56,7 +56,7 @@ def plan_kernels(
             grad_bytes=float(p.nnz * b_g),
             read_bytes=float(p.nnz * SCALAR_BYTES),
             state_bytes=float(placement.state_bytes[ki]),
-            tier=placement.tiers[ki],
+            tier=placement.component_tiers[ki].weights,
             state_tiers=placement.component_tiers[ki],
             n_chunks=chunk_count(st.stream_bytes, scenario.simulation),
             cycles=cycles[ki],

@@ -8,9 +8,11 @@ beyond a few derived sums; the steps that fill them live in the sibling modules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from wss.model.components.optimizer_costs import OptimizerCost, StateTiers
 from wss.model.kernels.cycles import KernelCycles, NnzProfile
+from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan_choice import PlanChoice
 from wss.model.scenario import Scenario
 from wss.model.workload import Op, StreamedKernel
@@ -74,6 +76,10 @@ class Plan:
     nodes_per_level: list[int]
     wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     choice: PlanChoice | None = None  # the checkpointing and micro-batches chosen, the alternatives weighed, why
+    #: Runs of identical blocks whose middle the program leaves out (:mod:`wss.model.layer_fold`); () unfolded.
+    layer_runs: tuple[BlockRun, ...] = ()
+    #: The passes whose blocks fold: "forward" (forward passes) and "backward" (recompute and backward).
+    layer_directions: tuple[str, ...] = ("forward", "backward")
 
     @property
     def fold_copies(self) -> int:
@@ -84,6 +90,15 @@ class Plan:
     def step_fold_copies(self) -> int:
         """Steps not simulated but repeated from step 3's measured period (:mod:`wss.model.step_fold`)."""
         return self.scenario.training.steps - self.simulated_steps
+
+    @property
+    def dropped_blocks(self) -> frozenset[int]:
+        """Blocks not simulated (in :attr:`layer_directions`): the middle of each folded run of identical blocks."""
+        return frozenset(b for r in self.layer_runs for b in r.dropped)
+
+    def dropped_in(self, direction: str) -> frozenset[int]:
+        """Blocks whose ``direction`` passes ("forward" or "backward") are not simulated."""
+        return self.dropped_blocks if direction in self.layer_directions else frozenset()
 
     @property
     def tokens_per_micro_batch(self) -> list[int]:
@@ -102,4 +117,9 @@ class Plan:
 
     def shares_accumulator(self, kernel: int) -> bool:
         """Does another kernel add its gradient into this kernel's accumulator (tied weights)?"""
-        return any(k.state_owner == kernel and not k.owns_state for k in self.kernels)
+        return kernel in self._tied_owners
+
+    @cached_property
+    def _tied_owners(self) -> frozenset[int]:
+        """Kernels whose state another kernel's weights are tied to (computed once: plans have 1,000s of kernels)."""
+        return frozenset(k.state_owner for k in self.kernels if not k.owns_state)

@@ -221,6 +221,16 @@ class SwarmXConfig(Frozen):
         widths = [*nodes[1:], wafers]
         return [f"swarmx.l{level}.{c}" for level, width in enumerate(widths, start=1) for c in range(width)]
 
+    def node_names(self, wafers: int) -> list[str]:
+        """Every node, root first: ``swarmx.l<level>.n<index>`` (docs/unfolded.md)."""
+        return [f"swarmx.l{level}.n{i}" for level, count in enumerate(self.nodes_per_level(wafers), start=1)
+                for i in range(count)]
+
+    def wafers_below(self, level: int, node: int, wafers: int) -> range:
+        """The wafers under node ``node`` of level ``level`` (a child ``c`` hangs under node ``c // fan_out``)."""
+        span = self.fan_out ** (self.levels(wafers) - level + 1)
+        return range(node * span, min((node + 1) * span, wafers))
+
 
 class InputsConfig(Frozen):
     """Input workers: stream each wafer's data shard."""

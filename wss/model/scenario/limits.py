@@ -39,10 +39,11 @@ __all__ = [
     "FOLDED_MICRO_BATCHES",
 ]
 
-#: Streamed chunk passes one run may simulate (steps x kernels x micro-batches x 3 x chunks per pass, x wafers
-#: when unfolded).  One unfolded GPT-3 175B step on 192 wafers fits (11,151,360: what one slow wafer does to
-#: the 191 others is a question worth five minutes); at the measured 40,000 unfolded and 100,000 folded chunk
-#: passes a second, the bound is about five minutes of one core.
+#: Streamed chunk passes one run may simulate (steps x kernels x micro-batches x 3 x chunks per pass, x the
+#: wafers simulated when unfolded: one per class of identical wafers, or all of them with jitter or
+#: simulation.wafer_classes false).  One GPT-3 175B step on 192 wafers all apart fits (11,151,360: what
+#: jitter on every wafer does to a step is a question worth five minutes); at the measured 40,000 unfolded
+#: and 100,000 folded chunk passes a second, the bound is about five minutes of one core.
 MAX_CHUNK_PASSES = 12_000_000
 #: Micro-batches simulated per step when folding (micro-batches 0-3 and the last).
 FOLDED_MICRO_BATCHES = 5
@@ -79,9 +80,10 @@ def simulated_micro_batches(s: Scenario) -> int:
     flash reads make each micro-batch differ, or when an unfolded run has uneven shards (the rules of
     :func:`wss.model.simulate.simulate_detailed`).
     """
-    from wss.model.wafer_folding import folds_wafers, uniform_shards  # lazy: it imports this package
+    from wss.model.wafer_folding import folds_wafers, uniform_shards  # lazy: they import this package
+    from wss.model.wafer_shards import shard_samples
 
-    per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
+    per_wafer = max(shard_samples(s))
     size = s.training.micro_batch
     count = per_wafer if size == "auto" else math.ceil(per_wafer / min(size, per_wafer))
     folds = (s.simulation.fold_micro_batches and s.faults.flash is None
@@ -90,13 +92,14 @@ def simulated_micro_batches(s: Scenario) -> int:
 
 
 def _simulated_work(s: Scenario) -> list[FieldProblem]:
-    from wss.model.wafer_folding import folds_wafers
+    from wss.model.wafer_folding import folds_wafers, simulated_wafers
 
     kernels = sum(layer.repeat * _kernels_of(layer) for layer in s.workload.model.layers)
     micro = simulated_micro_batches(s)
     chunks = s.simulation.max_chunks_per_kernel
-    # Unfolded (faults, uneven shards, fold_wafers false), every wafer runs every pass as its own process.
-    wafers = 1 if folds_wafers(s) else s.hardware.wafers
+    # Unfolded (faults, uneven shards, fold_wafers false), every simulated wafer runs every pass as its own
+    # process: one per class of identical wafers, or every wafer with simulation.wafer_classes false.
+    wafers = 1 if folds_wafers(s) else simulated_wafers(s)
     work = s.training.steps * kernels * micro * 3 * chunks * wafers
     if work <= MAX_CHUNK_PASSES:
         return []

@@ -18,7 +18,6 @@ the dotted field path and, where YAML gives it, the line.
 from __future__ import annotations
 
 import copy
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -384,7 +383,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems = _cluster_limit_checks(s)
     hw = s.hardware
     problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers,
-                               s.training.steps)
+                               s.training.steps, hw.memoryx.shards, hw.swarmx)
     model = s.workload.model
     problems += _seq_len_checks(s)
     if s.training.global_batch < s.hardware.wafers:
@@ -395,16 +394,20 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
             )
         )
     elif s.training.micro_batch != "auto":
-        # Samples of the busiest wafer: the global batch splits as evenly as it can.
-        per_wafer = math.ceil(s.training.global_batch / s.hardware.wafers)
+        from wss.model.wafer_shards import shard_samples  # lazy: it imports the scenario package
+
+        # Samples of the busiest wafer: the global batch splits as evenly as it can over the wafers that train.
+        trained = [n for n in shard_samples(s) if n]
+        per_wafer = max(trained, default=s.training.micro_batch)
         if s.training.micro_batch > per_wafer:
-            even = s.training.global_batch % s.hardware.wafers == 0
+            even = len(set(trained)) == 1
+            over = (f"hardware.wafers {s.hardware.wafers}" if len(trained) == s.hardware.wafers else
+                    f"the {len(trained)} wafers no SwarmX node that is down cuts off")
             problems.append(
                 FieldProblem(
                     "training.micro_batch",
                     f"{s.training.micro_batch} exceeds the per-wafer batch of {'' if even else 'at most '}{per_wafer} "
-                    f"(training.global_batch {s.training.global_batch} / hardware.wafers {s.hardware.wafers}"
-                    f"{'' if even else ', rounded up'})",
+                    f"(training.global_batch {s.training.global_batch} / {over}{'' if even else ', rounded up'})",
                 )
             )
     if s.numerics.enabled and any(layer.kind != "dense" for layer in model.layers):

@@ -91,8 +91,9 @@ class SimulationConfig(Frozen):
         True,
         description="Simulate micro-batches 0-3 and the last, and repeat the measured period of micro-batch 3 "
         "for the identical ones in between; likewise steps 0-3 and the last of a run of many steps, repeating "
-        "step 3 (not with numerics, whose every step is simulated). Checked for periodicity; falls back to "
-        "simulating all.",
+        "step 3 (not with numerics, whose every step is simulated), and the first and last 4 blocks of a run of "
+        "identical blocks, repeating one block for the rest. Checked for periodicity; falls back to simulating "
+        "all.",
     )
     fold_wafers: Literal["auto"] | bool = Field(
         "auto",
@@ -100,14 +101,23 @@ class SimulationConfig(Frozen):
         "and every SwarmX edge as its own link (false), or fold exactly when the cluster is uniform ('auto': "
         "every wafer has the same number of samples). The Result says which it did and why (wafer_folding).",
     )
+    wafer_classes: Flag = Field(
+        True,
+        description="Unfolded, simulate one wafer per class of provably identical wafers (the same shard, "
+        "slowdown and jitter draws, under identical SwarmX subtrees) and one link per class of identical edges, "
+        "each counted for all its members: the same Result, per wafer too, for fewer events. false: every wafer "
+        "and every edge its own process (docs/unfolded.md).",
+    )
 
     @model_serializer(mode="wrap")
     def _omit_auto_folding(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave ``fold_wafers`` out at its default, so scenarios (and their hashes) written before it existed
-        stay the same; loading restores it."""
+        """Leave ``fold_wafers`` and ``wafer_classes`` out at their defaults, so scenarios (and their hashes)
+        written before they existed stay the same; loading restores them."""
         data = handler(self)
         if self.fold_wafers == "auto":
             data.pop("fold_wafers", None)
+        if self.wafer_classes:
+            data.pop("wafer_classes", None)
         return data
 
 

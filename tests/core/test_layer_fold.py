@@ -1,0 +1,135 @@
+"""Layer folding (wss/model/layer_fold.py): runs of identical blocks simulated in part, the rest repeated.
+
+The answer must not change: on every shipped scenario the step time, every breakdown category and every
+utilisation agree with the run that simulates every block to 1e-9 relative (measured: at most 1.3e-12), and
+where no block folds the result.json is byte-identical.  The fold must also refuse itself where the blocks do
+not repeat (the check falls back, and the answer is then the unfolded one, byte for byte).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import wss
+from wss.model.fold import FoldMismatch
+from wss.model.layer_fold import LayerFoldMismatch, LayersFold, fold_points
+from wss.model.plan import make_plan
+from wss.model.plan.layer_runs import BlockRun, block_runs
+from wss.model.program import build_program
+from wss.model.simulate import simulate_detailed
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
+REL = 1e-9
+
+
+@cache
+def _pair(name: str, **overrides: object) -> tuple:
+    s = wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=dict(overrides))
+    folded, fc = simulate_detailed(s, record=False)
+    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    return folded, fc, full, uc
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_folded_layers_give_the_answer_of_every_block_simulated(name):
+    folded, fc, full, uc = _pair(name)
+    assert uc.layers is None
+    assert _rel(folded.step_time_s, full.step_time_s) <= REL
+    scale = full.step_time_s
+    for c, v in full.breakdown_s.items():
+        assert abs(folded.breakdown_s[c] - v) <= REL * scale, c
+    for c, v in full.pacing_s.items():
+        assert abs(folded.pacing_s[c] - v) <= REL * scale, c
+    for part, v in full.utilisation.items():
+        assert abs(folded.utilisation[part] - v) <= REL * max(v, 1e-3), part
+    for link, v in full.link_bytes.items():
+        assert _rel(folded.link_bytes[link].total_bytes, v.total_bytes) <= REL, link
+    assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)
+    if fc.layers is None:  # nothing folded (no run of identical blocks, or the check refused it): the same bytes
+        assert folded.to_json() == full.to_json()
+    else:
+        assert fc.events < uc.events
+        assert len(folded.records) < len(full.records)
+
+
+def test_the_benchmark_scenarios_fold_their_blocks():
+    """GPT-3 175B folds its 96 blocks both ways; the optimizer-bound 120T model only its forward passes (its
+    update backlog grows from block to block in the backward passes, which the check refuses)."""
+    _, gpt, _, _ = _pair("gpt3_175b")
+    assert gpt.plan.layer_runs == (BlockRun(0, 95),) and gpt.plan.layer_directions == ("forward", "backward")
+    _, brain, _, _ = _pair("brain_120t")
+    assert brain.layers is not None and brain.plan.layer_directions == ("forward",)
+
+
+def test_block_runs_need_identical_adjacent_blocks():
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml")
+    assert block_runs(make_plan(s)) == (BlockRun(0, 95),)
+    # the 120T model's state fills DRAM first-fit in forward order: its first blocks' state parts sit in other
+    # tiers than the rest's, so they differ and the run of identical blocks starts after them
+    brain = make_plan(wss.load_scenario(ROOT / "scenarios" / "brain_120t.yaml"))
+    (run,) = block_runs(brain)
+    assert run.hi == 259 and run.lo > 0
+    # too few blocks to remove two: no run
+    small = wss.load_scenario(ROOT / "scenarios" / "fc_mnist.yaml")
+    assert block_runs(make_plan(small)) == ()
+
+
+def test_the_program_leaves_out_the_middle_of_each_run():
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml")
+    plan = make_plan(s)
+    program = build_program(plan)
+    blocks = {plan.ops[p.op].block for p in program if plan.ops[p.op].block is not None}
+    assert blocks == {0, 1, 2, 3, 92, 93, 94, 95}
+    points = fold_points(program, plan.ops, plan.layer_runs)
+    assert [(f.direction, f.copies) for f in points] == [("forward", 88), ("backward", 88)]
+    fw, bw = points
+    block_of = {p.index: plan.ops[p.op].block for p in program}
+    assert (block_of[fw.a], block_of[fw.b], block_of[fw.c]) == (2, 3, 92)
+    assert (block_of[bw.a], block_of[bw.b], block_of[bw.c]) == (93, 92, 3)
+
+
+def test_a_folded_record_stands_for_the_blocks_left_out():
+    folded, _, full, _ = _pair("gpt3_175b")
+    assert folded.cluster["blocks"] == 96
+    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 8
+    for phase in ("forward", "recompute", "backward"):
+        got = sum(r.repeats * (r.end_s - r.start_s) for r in folded.records if r.phase == phase)
+        want = sum(r.end_s - r.start_s for r in full.records if r.phase == phase)
+        assert _rel(got, want) <= REL, phase
+    updates = [r for r in folded.records if r.phase == "update"]
+    assert sum(r.repeats for r in updates) == sum(1 for r in full.records if r.phase == "update")
+
+
+def test_layers_fold_shift_and_repeats_are_exact():
+    from wss.model.layer_fold import FoldPoint, LayerFold
+
+    fp = FoldPoint(0, 0, "forward", a=10, b=20, c=30, copies=5)
+    fold = LayersFold((LayerFold(fp, at=7.0, period=2.0, deltas={"x": 3.0}, spans=((0.0, 2.0, "compute"),)),))
+    assert fold.shift(29) == 0.0 and fold.shift(30) == 10.0 and fold.shift(10**6) == 10.0
+    assert fold.repeats(19) == 1 and fold.repeats(20) == 6 and fold.repeats(29) == 6 and fold.repeats(30) == 1
+    assert fold.extra("x") == 15.0 and fold.extra("x", before_pass=29) == 0.0 and fold.extra("y") == 0.0
+
+
+def test_a_mismatch_says_where_and_in_which_passes():
+    exc = LayerFoldMismatch("step 0, micro-batch 0, backward: queues differ", "backward")
+    assert isinstance(exc, FoldMismatch) and exc.direction == "backward"
+    assert str(exc) == "step 0, micro-batch 0, backward: queues differ"
+    again = type(exc)(*exc.args)  # SimPy re-raises a process's exception from its args
+    assert again.direction == "backward" and str(again) == str(exc)
+
+
+def test_multi_step_runs_fold_layers_or_fall_back_exactly():
+    """Steps fold too: a 6-step GPT-3 run folds its blocks and its steps, and agrees with every block simulated."""
+    folded, fc, full, _ = _pair("gpt3_175b", **{"training.steps": 6})
+    assert _rel(folded.step_time_s, full.step_time_s) <= REL
+    assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)
+    if fc.layers is None:
+        assert folded.to_json() == full.to_json()

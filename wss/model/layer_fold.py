@@ -1,0 +1,257 @@
+"""Folding identical layers: simulate a few transformer blocks of a run of identical ones, repeat the rest.
+
+GPT-3 175B has 96 identical blocks.  Once the weight stream reaches its
+steady state, one block's forward pass repeats the previous block's exactly
+(the same chunks, the same compute, the same offloaded input), and so does
+its recompute and backward pass, with its gradients and its update.  With
+folding on, for a run of ``n`` identical consecutive blocks ``lo .. hi`` the
+program keeps blocks ``lo .. lo+3`` and ``hi-3 .. hi`` and drops the
+``n - 8`` between (:func:`~wss.model.plan.layer_runs.block_runs` finds the runs, :meth:`Plan.dropped_in
+<wss.model.plan.types.Plan.dropped_in>` names what the program leaves out).  In every simulated micro-batch there are
+then two *fold points* per run:
+
+* forward: blocks ``lo``, ``lo+1`` settle, ``lo+2`` and ``lo+3`` are
+  compared, and block ``lo+3``'s interval (from its first pass to the first
+  pass of block ``hi-3``) is repeated ``n - 8`` times before block ``hi-3``;
+* backward (in reverse order): ``hi``, ``hi-1`` settle, ``hi-2`` and ``hi-3``
+  are compared, and ``hi-3``'s interval (its recompute, when checkpointing,
+  and its backward passes) is repeated before block ``lo+3``.
+
+The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.fold`):
+at the starts of the two compared blocks and of the block after the copies,
+everything queued or in flight must be the same, the two compared intervals
+must be equally long and grow every counter and every cause of the wafer's
+time alike (relative 1e-9).  Two dependencies reach across a fold point and
+are checked too: a weight stream that waited for the previous step's update of
+its kernel, where the copies lie between the update and the wait (the real run
+has more slack there), and the wafer waiting for a later micro-batch's input
+data (which arrives on its own schedule).  Either, or any difference, raises
+:class:`~wss.model.fold.FoldMismatch` and the caller simulates every block.
+
+After the run, :func:`unfold_layers` moves everything the run recorded (the
+wafer's timeline and passes, the loss times, the optimizer's jobs, the
+micro-batch snapshots) onto the axis with the copies in place, adding each
+copy's timeline spans (marked with pass index :data:`COPY_PASS`), so the
+micro-batch and step folds (:mod:`wss.model.fold`, :mod:`wss.model.step_fold`)
+work on that axis unchanged.  A record of the copied block's passes (and of
+its kernels' optimizer jobs) stands for itself and its copies (its
+``repeats``), as a folded micro-batch's do.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wss.model.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state
+from wss.model.plan.layer_runs import BlockRun
+from wss.model.plan.micro_batching import FOLDED_PREFIX
+from wss.model.program import Pass
+
+if TYPE_CHECKING:
+    from wss.model.cluster import Cluster
+
+__all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "fold_points",
+           "check_point", "unfold_layers"]
+
+#: Pass index of a timeline span that belongs to a folded copy (no simulated pass owns it).
+COPY_PASS = -2
+
+
+@dataclass(frozen=True)
+class FoldPoint:
+    """One place in the program where copies go: passes ``a`` and ``b`` start the two compared blocks,
+    ``c`` is the first pass simulated after the copies (``[b, c)`` is the interval every copy repeats)."""
+
+    step: int
+    micro_batch: int
+    direction: str  # "forward" or "backward"
+    a: int
+    b: int
+    c: int
+    copies: int
+
+
+class LayerFoldMismatch(FoldMismatch):
+    """A fold point's blocks do not repeat; ``direction`` says in which passes ("forward" or "backward")."""
+
+    def __init__(self, message: str, direction: str):
+        super().__init__(message, direction)  # both in args: SimPy re-raises a process's exception from them
+        self.message, self.direction = message, direction
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun],
+                directions: Sequence[str] = ("forward", "backward")) -> list[FoldPoint]:
+    """Every fold point of the program in ``directions``, in program order."""
+    firsts: dict[tuple[int, int, str, int], int] = {}  # (step, mb, direction, block) -> its first pass
+    for p in program:
+        block = ops[p.op].block
+        if block is not None:
+            direction = "forward" if p.phase == "forward" else "backward"
+            firsts.setdefault((p.step, p.micro_batch, direction, block), p.index)
+    points = []
+    for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program):
+        for r in runs:
+            k = FOLDED_PREFIX
+            fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]
+            bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + k - 1)]
+            if "forward" in directions:
+                points.append(FoldPoint(step, mb, "forward", fw[0], fw[1], fw[2], r.copies))
+            if "backward" in directions:
+                points.append(FoldPoint(step, mb, "backward", bw[0], bw[1], bw[2], r.copies))
+    return sorted(points, key=lambda f: f.c)
+
+
+@dataclass(frozen=True)
+class LayerFold:
+    """The copies inserted at one fold point, measured on the simulated axis."""
+
+    point: FoldPoint
+    at: float  # simulated time of pass ``c``'s start, where the copies go
+    period: float  # one copy's length
+    deltas: dict[str, float]  # counter growth per copy
+    spans: tuple[tuple[float, float, str], ...]  # the wafer's spans of one copy, from the copy's start
+
+    @property
+    def copies(self) -> int:
+        return self.point.copies
+
+
+@dataclass(frozen=True)
+class LayersFold:
+    """All fold points of a run, in program order."""
+
+    folds: tuple[LayerFold, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_at", [f.point.c for f in self.folds])
+        cumulative, total = [], 0.0
+        for f in self.folds:
+            total += f.copies * f.period
+            cumulative.append(total)
+        object.__setattr__(self, "_shift", cumulative)
+
+    def shift(self, pass_index: int) -> float:
+        """How far a simulated pass (and all it caused) moves on the axis with the copies in place."""
+        i = bisect_right(self._at, pass_index)  # type: ignore[attr-defined]
+        return self._shift[i - 1] if i else 0.0  # type: ignore[attr-defined]
+
+    def total_shift(self) -> float:
+        return self._shift[-1] if self.folds else 0.0  # type: ignore[attr-defined]
+
+    def extra(self, counter: str, before_pass: int | None = None) -> float:
+        """Growth of a counter from the copies (of the fold points before ``before_pass``, if given)."""
+        return sum(f.copies * f.deltas.get(counter, 0.0) for f in self.folds
+                   if before_pass is None or f.point.c <= before_pass)
+
+    def repeats(self, pass_index: int) -> int:
+        """How many passes a simulated pass's record stands for (its copies too)."""
+        for f in self.folds:
+            if f.point.b <= pass_index < f.point.c:
+                return 1 + f.copies
+        return 1
+
+
+def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
+                timeline: Sequence[tuple[float, float, str, int]]) -> LayerFold:
+    """Measure a fold point's period from the copied block and check it against the block before.
+
+    ``snapshots`` hold those taken as the wafer started passes ``a``, ``b`` and ``c``; called as the wafer
+    starts ``c``, so that a run whose blocks do not repeat stops there.
+    """
+    sa, sb, sc = snapshots[fp.a], snapshots[fp.b], snapshots[fp.c]
+    p_ab, p_bc = sb.time - sa.time, sc.time - sb.time
+    where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
+    for x, y in ((sa, sb), (sb, sc)):
+        if not _same_state(x.state, y.state, p_bc):
+            raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks ({x.state} vs "
+                                    f"{y.state})", fp.direction)
+    if not _close(p_ab, p_bc):
+        raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction)
+    deltas = {}
+    for key, end in sc.counters.items():
+        if key.startswith("inputs"):  # input data arrives once per micro-batch, on its own schedule
+            continue
+        d1, d2 = sb.counters[key] - sa.counters[key], end - sb.counters[key]
+        if not _close(d1, d2) and max(abs(d1), abs(d2)) > REL_TOL * max(p_bc, 1e-300):
+            raise LayerFoldMismatch(f"{where}: {key} grew by {d1!r} in one block but {d2!r} in the next",
+                                    fp.direction)
+        deltas[key] = d2
+    first, second = timeline[sa.timeline_len:sb.timeline_len], timeline[sb.timeline_len:sc.timeline_len]
+    c1, c2 = _by_cause(first), _by_cause(second)
+    for cause in sorted(c1.keys() | c2.keys()):
+        if abs(c1.get(cause, 0.0) - c2.get(cause, 0.0)) > REL_TOL * max(p_bc, 1e-300):
+            raise LayerFoldMismatch(f"{where}: the wafer spent {c1.get(cause, 0.0)!r} s on {cause} in one "
+                                    f"block but {c2.get(cause, 0.0)!r} s in the next", fp.direction)
+    spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
+    return LayerFold(fp, sc.time, p_bc, deltas, spans)
+
+
+def _by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for a, b, cause, _ in spans:
+        out[cause] = out.get(cause, 0.0) + (b - a)
+    return out
+
+
+def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
+    """Move what a finished run recorded onto the axis with every fold point's copies in place.
+
+    The wafer's timeline gains each copy's spans; its passes, loss times, the optimizer's jobs and the
+    micro-batch snapshots move by the shift of the pass they belong to (a job: its gradient's pass), and
+    the snapshots' counters grow by the copies before them.
+    """
+    wafer, program = cluster.wafer, cluster.program
+    shift = layers.shift
+    timeline, new_index = _unfolded_timeline(wafer.timeline, layers)
+    wafer.timeline[:] = timeline
+    for p, t in zip(program, wafer.passes):
+        d = shift(p.index)
+        t.start += d
+        t.end += d
+    loss_pass = {(p.step, p.micro_batch): p.index for p in program
+                 if p.op == wafer.settings.loss_op and p.phase == "forward"}
+    for key in wafer.loss_times:
+        wafer.loss_times[key] += shift(loss_pass[key])
+    grad_pass = {(p.kernel, p.step, p.micro_batch): p.index for p in program
+                 if p.phase == "backward" and p.kernel is not None}
+    for j in cluster.optimizer.jobs:
+        d = shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
+        j.arrived += d
+        j.start += d
+        j.end += d
+    first_pass: dict[tuple[int, int], int] = {}
+    for p in program:
+        first_pass.setdefault((p.step, p.micro_batch), p.index)
+    for key, snap in list(cluster.snapshots.items()):
+        at = first_pass[key]
+        counters = {k: v + layers.extra(k, at) for k, v in snap.counters.items()}
+        cluster.snapshots[key] = Snapshot(snap.time + shift(at), new_index[snap.timeline_len], counters, snap.state)
+
+
+def _unfolded_timeline(timeline: Sequence[tuple[float, float, str, int]], layers: LayersFold
+                       ) -> tuple[list[tuple[float, float, str, int]], list[int]]:
+    """The timeline with the copies' spans inserted, and the new position of each old position."""
+    out: list[tuple[float, float, str, int]] = []
+    new_index: list[int] = []
+    folds = list(layers.folds)
+    i, shift = 0, 0.0
+    for a, b, cause, p in timeline:
+        while i < len(folds) and (p >= folds[i].point.c or p == -1):
+            f = folds[i]
+            start = f.at + shift
+            for n in range(f.copies):
+                t0 = start + n * f.period
+                out.extend((t0 + x, t0 + y, c, COPY_PASS) for x, y, c in f.spans)
+            shift += f.copies * f.period
+            i += 1
+        new_index.append(len(out))
+        out.append((a + shift, b + shift, cause, p))
+    new_index.append(len(out))
+    return out, new_index
+

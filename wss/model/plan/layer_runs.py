@@ -1,0 +1,80 @@
+"""Runs of identical transformer blocks: what layer folding (:mod:`wss.model.layer_fold`) may fold.
+
+The plan finds them once; the program then leaves out the middle of each run and the simulation
+repeats a measured block in its place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wss.model.plan.micro_batching import FOLD_MIN_COPIES, FOLDED_PREFIX
+from wss.model.workload import StreamedKernel
+
+if TYPE_CHECKING:
+    from wss.model.plan.types import Plan
+
+__all__ = ["BlockRun", "block_runs"]
+
+
+@dataclass(frozen=True)
+class BlockRun:
+    """Consecutive identical blocks ``lo .. hi`` (inclusive) long enough to fold."""
+
+    lo: int
+    hi: int
+
+    @property
+    def copies(self) -> int:
+        """Blocks of the run that are not simulated (the copies of each fold point)."""
+        return self.hi - self.lo + 1 - 2 * FOLDED_PREFIX
+
+    @property
+    def dropped(self) -> range:
+        return range(self.lo + FOLDED_PREFIX, self.hi - FOLDED_PREFIX + 1)
+
+
+def block_runs(plan: Plan) -> tuple[BlockRun, ...]:
+    """The runs of consecutive identical blocks worth folding (at least :data:`FOLD_MIN_COPIES` copies).
+
+    Two blocks are identical when their ops match position by position in everything but their names:
+    each streamed kernel's chunks, bytes, tiers of its MemoryX state, non-zeros and cycles, and each
+    non-weight op's seconds; and the blocks are adjacent in the op order (nothing runs between them).
+    Sampled sparsity masks give every kernel its own non-zero count, so sparse blocks rarely match.
+    """
+    positions: dict[int, list[int]] = {}
+    for pos, op in enumerate(plan.ops):
+        if op.block is not None:
+            positions.setdefault(op.block, []).append(pos)
+    order = sorted(positions)
+    tokens = sorted({t for (_, t) in plan.wafer_op_seconds} | {t for k in plan.kernels for t in k.cycles})
+    runs: list[BlockRun] = []
+    start = 0
+    for i in range(1, len(order) + 1):
+        same = (i < len(order) and positions[order[i]][0] == positions[order[i - 1]][-1] + 1
+                and _signature(plan, positions[order[i]], tokens) == _signature(plan, positions[order[i - 1]], tokens))
+        if not same:
+            lo, hi = order[start], order[i - 1]
+            if hi - lo + 1 - 2 * FOLDED_PREFIX >= FOLD_MIN_COPIES and hi - lo == i - 1 - start:
+                runs.append(BlockRun(lo, hi))
+            start = i
+    return tuple(runs)
+
+
+def _signature(plan: Plan, positions: list[int], tokens: list[int]) -> tuple:
+    """Everything about a block's ops that the simulation reads (at micro-batches of ``tokens``), without
+    their names."""
+    out: list[tuple] = []
+    for pos in positions:
+        op = plan.ops[pos]
+        bare = dataclasses.replace(op, name="", layer="", block=0)
+        if isinstance(op, StreamedKernel):
+            k = plan.kernels[plan.kernel_of_op[pos]]
+            out.append((bare, k.n_chunks, k.stream_bytes, k.grad_bytes, k.read_bytes, k.tier, k.state_tiers,
+                        k.nnz, k.sparse_format, k.owns_state, plan.shares_accumulator(k.index),
+                        tuple(sorted(k.cycles.items()))))
+        else:
+            out.append((bare, tuple(plan.wafer_op_seconds.get((pos, t)) for t in tokens)))
+    return tuple(out)
