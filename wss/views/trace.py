@@ -19,13 +19,13 @@ the busy time, so a GPT-3 175B step stays a few MB.  Counter events
 (``ph: "C"``) give each link's busy fraction and mean buffer occupancy per
 time bucket, and the wafer's compute busy fraction.
 
-A folded run (identical micro-batches or steps simulated once, see
+A folded run (identical blocks, micro-batches or steps simulated once, see
 docs/model.md) is traced as it ran: its recorded spans are placed on the
 Result's unfolded time axis (:mod:`wss.model.folded_spans`), and on every
-track one span named ``"x379 folded copies of micro-batch 3 s0"`` (category
-``folded``) marks the stretch the copies fill, with the copy count, the
-period and what they stand for in ``args``.  The counters run through those
-stretches at the copied micro-batch's (or step's) rate.
+track one span named e.g. ``"x379 folded copies of micro-batch 3 s0"``
+(category ``folded``) marks each stretch the copies fill, with the copy
+count, the period and what they stand for in ``args``.  The counters run
+through those stretches at the copied block's (micro-batch's, step's) rate.
 
 Without a cluster (only a saved Result), the trace is drawn from the
 Result's records: wafer passes, MemoryX updates and loss arrivals.
@@ -219,10 +219,11 @@ def _stretch_args(s: FoldedStretch) -> dict[str, Any]:
 
 def _gap(drawn: Sequence[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
     """[lo, hi] narrowed until no drawn span sticks out of it (spans inside stay inside: they nest)."""
+    near = [(a, b) for a, b in drawn if a < hi and b > lo]  # only these can narrow it
     changed = True
     while changed and lo < hi:
         changed = False
-        for a, b in drawn:
+        for a, b in near:
             if a < lo < b:
                 lo, changed = b, True
             if a < hi < b:
@@ -278,8 +279,9 @@ class _SpanTracks:
         spans that start together in file order opens the mark first and nests the span in it.
         """
         at = first
+        spans = [(d[0], d[1]) for d in drawn]
         for s in self.placed.stretches:
-            lo, hi = _gap([(d[0], d[1]) for d in drawn], s.start_s, s.end_s)
+            lo, hi = _gap(spans, s.start_s, s.end_s)
             if hi > lo:
                 self.tb.span(pid, tid, s.name, "folded", lo, hi, _stretch_args(s), at=at)
                 at += 1
