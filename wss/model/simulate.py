@@ -90,11 +90,13 @@ def _folding_plan(s: Scenario, profiles: Any, record: bool, fold_layers: bool = 
 
     Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
     micro-batch repeats the one before (not with random slow flash reads); a recording run folds nothing.
-    Steps and layers fold only in the folded cluster (the unfolded one has no step- or layer-fold check yet).
+    Steps fold only in the folded cluster (the unfolded one has no step-fold check yet); identical blocks fold in
+    both, whatever the shards (not with random slow flash reads, nor when recording).
     """
     folded = wafer_folding(s).folded
     fold = not record and (folded or uniform_shards(s)) and s.faults.flash is None
-    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=folded and fold_layers)
+    layers = fold_layers and not record and s.faults.flash is None
+    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
 
 
 def _blocks(p: Plan) -> int:
@@ -102,7 +104,7 @@ def _blocks(p: Plan) -> int:
 
 
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
-    """Would :func:`simulate` fold micro-batches or steps?  Then a recording run (every micro-batch and step
+    """Would :func:`simulate` fold micro-batches, steps or blocks?  Then a recording run (every micro-batch and step
     simulated) gives a Result that differs from it in the last digits, and callers that need the canonical
     Result (``wss simulate --trace``) must run both."""
     p = _folding_plan(_as_scenario(scenario), None, record=False)
@@ -134,8 +136,7 @@ def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
     nothing folded."""
     if folded.layer_runs:
         try:
-            return run(make_plan(s, profiles, fold_steps=bool(folded.step_fold_copies), fold_layers=False),
-                       record=record, progress=progress)
+            return run(replace(folded, layer_runs=()), record=record, progress=progress)
         except FoldMismatch as exc:
             log.info("%s: micro-batches or steps do not repeat either (%s): folding less", s.name, exc)
     if folded.step_fold_copies:
@@ -143,4 +144,4 @@ def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
             return run(make_plan(s, profiles, fold_steps=False, fold_layers=False), record=record, progress=progress)
         except FoldMismatch as exc:
             log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
-    return run(make_plan(s, profiles, fold=False), record=record, progress=progress)
+    return run(make_plan(s, profiles, fold=False, fold_layers=False), record=record, progress=progress)
