@@ -16,7 +16,9 @@ times the cases that make classes differ:
 
 For each it reports wall time, simulated events, events per second and, as in bench_simulator.py,
 that rate against a bare SimPy store-and-forward loop timed in the same run.  The issue's target is
-an unfolded run at most 10x the folded wall time.
+an unfolded run at most 10x the folded wall time.  Both fold runs of identical blocks where the blocks
+repeat (``wss/model/layer_fold.py``); the folded run is also timed with every block simulated
+(``fold_layers=False``), the cost before layer folding, for comparison.
 
 Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart]``.  Prints medians.
 ``--wafers 16`` (8 samples per wafer, as at full size) gives a quick look.
@@ -33,18 +35,20 @@ from pathlib import Path
 from simpy_reference import run_simpy_loop
 
 import wss
+from wss.model.simulate import simulate_detailed
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "gpt3_175b.yaml"
 TARGET = 10.0
 
 
-def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, wss.Result]:
+def _time(scenario: wss.Scenario, repeats: int, fold_layers: bool = True) -> tuple[float, wss.Result]:
     walls = []
     result = None
+    wss.simulate(scenario) if repeats > 1 else None  # warm-up when repeating (imports, caches)
     for _ in range(repeats):
         t = time.perf_counter()
-        result = wss.simulate(scenario)
+        result = simulate_detailed(scenario, record=False, fold_layers=fold_layers)[0]
         walls.append(time.perf_counter() - t)
     assert result is not None
     return statistics.median(walls), result
@@ -56,6 +60,7 @@ def _cases(wafers: int, apart: bool) -> list[tuple[str, list[str]]]:
     straggler = min(17, wafers - 1)
     cases = [
         ("folded", [*size, "simulation.fold_wafers=true"]),
+        ("folded, every block", [*size, "simulation.fold_wafers=true"]),
         ("unfolded, uniform", unfolded),
         ("unfolded, 1 straggler", [*unfolded, f"faults.stragglers=[{{wafer: {straggler}, slowdown: 1.1}}]"]),
         ("unfolded, uneven shards", [*unfolded, f"training.global_batch={8 * wafers + 8}"]),
@@ -77,20 +82,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bare SimPy baseline: {base:,.0f} events/s")
     print(f"{'GPT-3 175B, 1 step, ' + str(args.wafers) + ' wafers':<34} {'wall s':>10} {'events':>12} "
           f"{'events/s':>12} {'vs baseline':>12} {'step s':>12} {'/ folded':>9}")
-    folded = None
-    worst = 0.0
+    walls: dict[str, float] = {}
     for label, overrides in _cases(args.wafers, args.apart):
-        wall, result = _time(wss.load_scenario(SCENARIO, overrides), args.repeats)
-        folded = folded or wall
+        wall, result = _time(wss.load_scenario(SCENARIO, overrides), args.repeats, label != "folded, every block")
+        walls[label] = wall
         rate = result.sim_events / wall
-        ratio = wall / folded
-        if label != "unfolded, every wafer apart":
-            worst = max(worst, ratio)
         print(f"{label:<34} {wall:>10.3f} {result.sim_events:>12,} {rate:>12,.0f} {rate / base:>11.2f}x "
-              f"{result.step_time_s:>12.6g} {ratio:>8.1f}x")
-    verdict = "meets" if worst <= TARGET else "misses"
-    print(f"unfolded (classes) / folded wall time: at most {worst:.1f}x ({verdict} the target of at most "
-          f"{TARGET:g}x)")
+              f"{result.step_time_s:>12.6g} {wall / walls['folded']:>8.1f}x")
+    unfolded = [w for k, w in walls.items() if k.startswith("unfolded") and k != "unfolded, every wafer apart"]
+    for against in ("folded", "folded, every block"):
+        worst = max(unfolded) / walls[against]
+        verdict = "meets" if worst <= TARGET else "misses"
+        print(f"unfolded (classes) / {against} wall time: at most {worst:.1f}x ({verdict} the target of at most "
+              f"{TARGET:g}x)")
+    print("(both fold identical blocks where they repeat, wss/model/layer_fold.py; an unfolded run whose blocks "
+          "do not repeat in both directions simulates more of them; 'folded, every block' is the folded run "
+          "without layer folding)")
     return 0
 
 

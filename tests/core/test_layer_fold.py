@@ -133,3 +133,31 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
     assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)
     if fc.layers is None:
         assert folded.to_json() == full.to_json()
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]},
+    {"training.global_batch": 136},  # uneven shards: wafers 0-7 have 9 samples, the rest 8
+    {"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]},
+], ids=["uniform", "straggler", "uneven", "slow-edge"])
+def test_unfolded_runs_fold_layers_too(overrides):
+    """Every wafer apart (16 of them, with classes): blocks fold, and each wafer's breakdown, compute and idle
+    time, and each step's pacer agree with every block simulated."""
+    base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False}
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})
+    folded, fc = simulate_detailed(s, record=False)
+    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    assert fc.layers is not None and uc.layers is None and fc.events < uc.events / 2
+    t = full.step_time_s
+    assert _rel(folded.step_time_s, t) <= REL
+    for c, v in full.breakdown_s.items():
+        assert abs(folded.breakdown_s[c] - v) <= REL * t, c
+    assert folded.wafers is not None and full.wafers is not None
+    for a, b in zip(folded.wafers, full.wafers):
+        assert abs(a.compute_s - b.compute_s) <= REL * t and abs(a.idle_s - b.idle_s) <= REL * t, a.wafer
+        for c, v in b.breakdown_s.items():
+            assert abs(a.breakdown_s[c] - v) <= REL * t, (a.wafer, c)
+    assert folded.step_pacers is not None and full.step_pacers is not None
+    for a, b in zip(folded.step_pacers, full.step_pacers):
+        assert a.part == b.part and _rel(a.busy_s, b.busy_s) <= REL

@@ -88,8 +88,13 @@ def test_192_wafer_scenario_unfolded_gives_the_folded_answer_on_5_wafers(path: P
     _assert_same_answer(*_both(path, REDUCED))
 
 
+#: The 192-wafer scenarios the work bound admits with every wafer apart (brain_120t and gpt_1t would take
+#: 30 and 15 million chunk passes, over its 12 million: docs/limits.md).
+FULL_SIZE = [p for p in BIG if p.stem == "gpt3_175b"]
+
+
 @pytest.mark.skipif(not SLOW, reason="unfolded, a 192-wafer scenario takes minutes: set WSS_SLOW=1")
-@pytest.mark.parametrize("path", BIG, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", FULL_SIZE, ids=lambda p: p.stem)
 def test_192_wafer_scenario_unfolded_gives_the_folded_answer_at_full_size(path: Path):
     _assert_same_answer(*_both(path))
 

@@ -39,6 +39,10 @@ CASES = {
     "gpt3-125m: micro-batches and steps": (
         lambda fold: {**SMALL_GPT, "simulation": {"fold_micro_batches": fold}}, {"micro-batch", "step"}),
     "gpt3_175b: blocks": (lambda fold: wss.load_scenario(SCENARIOS / "gpt3_175b.yaml"), {"block"}),
+    # 16 wafers apart, wafer 5 slower (it paces; the others wait): every wafer's track places its own passes
+    "gpt3_175b unfolded, a straggler: blocks": (lambda fold: wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", {
+        "hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
+        "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}), {"block"}),
     "cs3_gpt3_13b x 7 steps: blocks, micro-batches and steps": (lambda fold: wss.load_scenario(
         SCENARIOS / "cs3_gpt3_13b.yaml", {"training.micro_batch": 8, "training.steps": 7,
                                           "simulation.fold_micro_batches": fold}), {"block", "micro-batch", "step"}),

@@ -52,9 +52,11 @@ from wss.model.program import Pass
 
 if TYPE_CHECKING:
     from wss.model.cluster import Cluster
+    from wss.model.components.optimizer import UpdateJob
+    from wss.model.components.wafer import Wafer
 
 __all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "fold_points",
-           "check_point", "unfold_layers"]
+           "check_point", "unfold_layers", "unfold_wafer", "unfold_jobs", "unfold_snapshots", "wafer_copies"]
 
 #: Pass index of a timeline span that belongs to a folded copy (no simulated pass owns it).
 COPY_PASS = -2
@@ -199,6 +201,11 @@ def _by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str, float
     return out
 
 
+#: One wafer's copies at each fold point: where they go on its own simulated axis (its start of pass ``c``) and
+#: its spans of one copy, from the copy's start.
+WaferCopies = list[tuple[float, tuple[tuple[float, float, str], ...]]]
+
+
 def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
     """Move what a finished run recorded onto the axis with every fold point's copies in place.
 
@@ -206,9 +213,34 @@ def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
     micro-batch snapshots move by the shift of the pass they belong to (a job: its gradient's pass), and
     the snapshots' counters grow by the copies before them.
     """
-    wafer, program = cluster.wafer, cluster.program
+    new_index = unfold_wafer(cluster.wafer, cluster.program, layers, [(f.at, f.spans) for f in layers.folds])
+    unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
+    unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index)
+
+
+def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mapping[int, tuple[float, int]],
+                 layers: LayersFold, where: str) -> WaferCopies:
+    """Another wafer's copies, from its own ``marks`` (pass -> its start time and timeline length): its
+    compared blocks must be as long as the representative's period and split alike by cause."""
+    out = []
+    for f in layers.folds:
+        (ta, la), (tb, lb), (tc, lc) = marks[f.point.a], marks[f.point.b], marks[f.point.c]
+        if not (_close(tb - ta, f.period) and _close(tc - tb, f.period)):
+            raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
+                                    f"wafer's {f.period!r} s", f.point.direction)
+        first, second = _by_cause(timeline[la:lb]), _by_cause(timeline[lb:lc])
+        for cause in sorted(first.keys() | second.keys()):
+            if abs(first.get(cause, 0.0) - second.get(cause, 0.0)) > REL_TOL * max(f.period, 1e-300):
+                raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", f.point.direction)
+        out.append((tc, tuple((a - tb, b - tb, cause) for a, b, cause, _ in timeline[lb:lc])))
+    return out
+
+
+def unfold_wafer(wafer: Wafer, program: Sequence[Pass], layers: LayersFold, copies: WaferCopies) -> list[int]:
+    """One wafer's timeline (with ``copies`` inserted), passes and loss times on the unfolded axis; returns the
+    new position of each old timeline position."""
     shift = layers.shift
-    timeline, new_index = _unfolded_timeline(wafer.timeline, layers)
+    timeline, new_index = _unfolded_timeline(wafer.timeline, layers, copies)
     wafer.timeline[:] = timeline
     for p, t in zip(program, wafer.passes):
         d = shift(p.index)
@@ -218,23 +250,33 @@ def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
                  if p.op == wafer.settings.loss_op and p.phase == "forward"}
     for key in wafer.loss_times:
         wafer.loss_times[key] += shift(loss_pass[key])
+    return new_index
+
+
+def unfold_jobs(jobs: Sequence[UpdateJob], program: Sequence[Pass], layers: LayersFold) -> None:
+    """Each optimizer job moves with the pass that sent its gradient."""
     grad_pass = {(p.kernel, p.step, p.micro_batch): p.index for p in program
                  if p.phase == "backward" and p.kernel is not None}
-    for j in cluster.optimizer.jobs:
-        d = shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
+    for j in jobs:
+        d = layers.shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
         j.arrived += d
         j.start += d
         j.end += d
+
+
+def unfold_snapshots(snapshots: dict[tuple[int, int], Snapshot], program: Sequence[Pass], layers: LayersFold,
+                     new_index: Sequence[int]) -> None:
+    """The micro-batch snapshots (taken as the wafer starts each micro-batch) on the unfolded axis."""
     first_pass: dict[tuple[int, int], int] = {}
     for p in program:
         first_pass.setdefault((p.step, p.micro_batch), p.index)
-    for key, snap in list(cluster.snapshots.items()):
+    for key, snap in list(snapshots.items()):
         at = first_pass[key]
         counters = {k: v + layers.extra(k, at) for k, v in snap.counters.items()}
-        cluster.snapshots[key] = Snapshot(snap.time + shift(at), new_index[snap.timeline_len], counters, snap.state)
+        snapshots[key] = Snapshot(snap.time + layers.shift(at), new_index[snap.timeline_len], counters, snap.state)
 
 
-def _unfolded_timeline(timeline: Sequence[tuple[float, float, str, int]], layers: LayersFold
+def _unfolded_timeline(timeline: Sequence[tuple[float, float, str, int]], layers: LayersFold, copies: WaferCopies
                        ) -> tuple[list[tuple[float, float, str, int]], list[int]]:
     """The timeline with the copies' spans inserted, and the new position of each old position."""
     out: list[tuple[float, float, str, int]] = []
@@ -244,14 +286,13 @@ def _unfolded_timeline(timeline: Sequence[tuple[float, float, str, int]], layers
     for a, b, cause, p in timeline:
         while i < len(folds) and (p >= folds[i].point.c or p == -1):
             f = folds[i]
-            start = f.at + shift
+            at, spans = copies[i]
             for n in range(f.copies):
-                t0 = start + n * f.period
-                out.extend((t0 + x, t0 + y, c, COPY_PASS) for x, y, c in f.spans)
+                t0 = at + shift + n * f.period
+                out.extend((t0 + x, t0 + y, c, COPY_PASS) for x, y, c in spans)
             shift += f.copies * f.period
             i += 1
         new_index.append(len(out))
         out.append((a + shift, b + shift, cause, p))
     new_index.append(len(out))
     return out, new_index
-

@@ -91,12 +91,14 @@ def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
     """The plan a run simulates, with the micro-batches, steps and layers it may fold.
 
     Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    micro-batch repeats the one before (not with random slow flash reads).  Steps and layers fold only in
-    the folded cluster (the unfolded one has no step- or layer-fold check yet).
+    micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the folded
+    cluster (the unfolded one has no step-fold check yet); identical blocks fold in both, whatever the shards
+    (not with random slow flash reads).  A recording run folds as the plain one does.
     """
     folded = wafer_folding(s).folded
     fold = (folded or uniform_shards(s)) and s.faults.flash is None
-    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=folded and fold_layers)
+    layers = fold_layers and s.faults.flash is None
+    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
 
 
 def _blocks(p: Plan) -> int:
@@ -104,7 +106,7 @@ def _blocks(p: Plan) -> int:
 
 
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
-    """Would :func:`simulate` fold micro-batches, steps or layers (if the folds pass their checks)?  Then a
+    """Would :func:`simulate` fold micro-batches, steps or blocks (if the folds pass their checks)?  Then a
     trace of the run marks the stretches its copies fill (:mod:`wss.model.folded_spans`)."""
     p = _folding_plan(_as_scenario(scenario), None)
     return bool(p.fold_copies or p.step_fold_copies or p.layer_runs)
@@ -135,8 +137,7 @@ def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
     nothing folded."""
     if folded.layer_runs:
         try:
-            return run(make_plan(s, profiles, fold_steps=bool(folded.step_fold_copies), fold_layers=False),
-                       record=record, progress=progress)
+            return run(replace(folded, layer_runs=()), record=record, progress=progress)
         except FoldMismatch as exc:
             log.info("%s: micro-batches or steps do not repeat either (%s): folding less", s.name, exc)
     if folded.step_fold_copies:
@@ -144,4 +145,4 @@ def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
             return run(make_plan(s, profiles, fold_steps=False, fold_layers=False), record=record, progress=progress)
         except FoldMismatch as exc:
             log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
-    return run(make_plan(s, profiles, fold=False), record=record, progress=progress)
+    return run(make_plan(s, profiles, fold=False, fold_layers=False), record=record, progress=progress)

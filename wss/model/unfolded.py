@@ -45,6 +45,7 @@ from wss.model.cluster import (
     _event_count,
     activation_store_settings,
     build_memoryx,
+    check_layer_crossings,
     input_settings,
     memoryx_in_link,
     swarmx_settings,
@@ -56,9 +57,19 @@ from wss.model.components.links import Link
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
-from wss.model.fold import Snapshot, analyse
+from wss.model.fold import FoldMismatch, Snapshot, analyse
 from wss.model.jitter import compute_factors, jitter_rng
 from wss.model.kernels.cycles import KernelCycles
+from wss.model.layer_fold import (
+    LayerFold,
+    LayersFold,
+    check_point,
+    fold_points,
+    unfold_jobs,
+    unfold_snapshots,
+    unfold_wafer,
+    wafer_copies,
+)
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_evenly
@@ -91,6 +102,9 @@ class UnfoldedCluster(Cluster):
     #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
     #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
     step_busy: list[list[float]] = field(default_factory=list)
+    #: With layer folding: each simulated wafer's (start time, timeline length, compute seconds) at the fold
+    #: points' passes.
+    wafer_marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
 
     def busy_parts(self) -> list[str]:
         """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
@@ -330,15 +344,76 @@ def build_unfolded(plan: Plan, record: bool = False,
             cluster.marks[(step, mb)] = [len(w.timeline) for w in wafers]
 
         wafers[rep].on_micro_batch_start = snapshot
+    if plan.layer_runs:
+        _mark_layers(cluster)
     return cluster
+
+
+def _mark_layers(cluster: UnfoldedCluster) -> None:
+    """Layer folding (:mod:`wss.model.layer_fold`): every simulated wafer notes where it starts the fold
+    points' passes; the representative also snapshots the cluster there and checks each fold point."""
+    env, rep, plan = cluster.env, cluster.wafer, cluster.plan
+    cluster.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions)
+    checks = {f.c: f for f in cluster.layer_points}
+    marked = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
+    for wafer in cluster.simulated:
+        marks = cluster.wafer_marks.setdefault(wafer.name, {})
+
+        def mark(index: int, wafer: Wafer = wafer, marks: dict[int, tuple[float, int, float]] = marks) -> None:
+            marks[index] = (env.now, len(wafer.timeline), wafer.compute_s)
+            if wafer is rep:
+                cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
+                                                          cluster.state())
+                if index in checks:
+                    cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
+
+        wafer.marked_passes, wafer.on_marked_pass = marked, mark
+
+
+def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
+    """A fold point's deltas with each wafer's compute measured over its own copied block (from its own marks,
+    not the representative's moments): identical wafers then grow by identical amounts, to the bit."""
+    b, c = fold.point.b, fold.point.c
+    own = {f"wafer.{w}.compute": cluster.wafer_marks[wafer.name][c][2] - cluster.wafer_marks[wafer.name][b][2]
+           for w, wafer in enumerate(cluster.wafers) if wafer.name in cluster.wafer_marks}
+    return dataclasses.replace(fold, deltas={**fold.deltas, **own})
+
+
+def _unfold_layers(cluster: UnfoldedCluster) -> None:
+    """After a layer-folded run, before its members are named: every simulated wafer's timeline, passes and
+    loss times, the optimizer's jobs, the snapshots, each wafer's micro-batch marks and the parts' busy
+    seconds at each step's end, all on the axis with the folded blocks in place."""
+    layers = LayersFold(tuple(_own_compute(cluster, f) for f in cluster.layer_folds))
+    cluster.layers = layers
+    check_layer_crossings(cluster, layers)
+    copies = {id(w): [(f.at, f.spans) for f in layers.folds] if w is cluster.wafer
+              else wafer_copies(w.timeline, {i: m[:2] for i, m in cluster.wafer_marks[w.name].items()}, layers,
+                                w.name)
+              for w in cluster.simulated}
+    for w in cluster.simulated:
+        if any(cause == "input" and layers.shift(p) > 0 for _, _, cause, p in w.timeline):
+            raise FoldMismatch(f"{w.name} waited for input data after folded blocks")
+    new_index = {id(w): unfold_wafer(w, w.program, layers, copies[id(w)]) for w in cluster.simulated}
+    unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
+    unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
+    for key, lengths in cluster.marks.items():
+        cluster.marks[key] = [new_index[id(w)][n] if id(w) in new_index else n
+                              for w, n in zip(cluster.wafers, lengths)]
+    names = [f"wafer.{w}.compute" for w in range(len(cluster.wafers))] + [link.name for link in cluster.tree.links()]
+    for k, busy in enumerate(cluster.step_busy):
+        before = [f for f in layers.folds if f.point.step < k]
+        cluster.step_busy[k] = [b + sum(f.copies * f.deltas.get(name, 0.0) for f in before)
+                                for b, name in zip(busy, names)]
 
 
 def _mark_steps(cluster: UnfoldedCluster) -> Generator[simpy.Event, Any, None]:
     """Process: mark every part's busy seconds as each step's last update ends (where measure ends the step)."""
     plan, optimizer = cluster.plan, cluster.optimizer
+    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
     cluster.mark_busy()
     for step in range(plan.scenario.training.steps):
-        yield cluster.env.all_of([optimizer.done_event(k.index, step) for k in plan.kernels if k.owns_state])
+        yield cluster.env.all_of([optimizer.done_event(k.index, step) for k in plan.kernels
+                                  if k.owns_state and k.index in updated])
         cluster.mark_busy()
 
 
@@ -365,9 +440,12 @@ def run_unfolded(plan: Plan, record: bool = False,
     processes.update({w.name: p for w, p in zip(cluster.simulated, done)})
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
     last_step = plan.scenario.training.steps - 1
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state]
+    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
+    if plan.layer_runs:
+        _unfold_layers(cluster)
     for group in cluster.groups():
         group.sync()
     cluster.name_members()

@@ -136,12 +136,13 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         not given are dense or sampled from an i.i.d. mask of their density.
     fold
         Allow folding of identical micro-batches and steps (``simulation.fold_micro_batches`` must also
-        be on).
+        be on); layers follow ``fold_layers`` alone.
     fold_steps
         Allow folding of identical steps (with ``fold``): off, only micro-batches are folded.
     fold_layers
-        Allow folding of runs of identical blocks (with ``fold``; :mod:`wss.model.layer_fold`): in the
-        forward and the backward passes (true), in those named (``("forward",)``, ``("backward",)``), or not.
+        Allow folding of runs of identical blocks (:mod:`wss.model.layer_fold`; ``simulation.fold_micro_batches``
+        must also be on): in the forward and the backward passes (true), in those named (``("forward",)``,
+        ``("backward",)``), or not.
     """
     s = scenario
     hw = s.hardware
@@ -175,6 +176,6 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         choice=choice,
     )
     directions = ("forward", "backward") if fold_layers is True else tuple(fold_layers or ())
-    if fold and directions and s.simulation.fold_micro_batches:
+    if directions and s.simulation.fold_micro_batches:
         plan = replace(plan, layer_runs=block_runs(plan), layer_directions=directions)
     return plan
