@@ -162,17 +162,20 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
 
 
 def _mark_folded(ax: Any, cluster: Any, lo: float, hi: float, scale: float) -> str | None:
-    """Shade the stretches of [lo, hi] that folded copies fill; return the legend's label, if any."""
+    """Hatch the stretches of [lo, hi] that folded copies fill; return the legend's label (the widest), if any."""
     from wss.model.folded_spans import folded_stretches
 
-    label = None
+    shown = []
     for s in folded_stretches(cluster):
         a, b = max(s.start_s, lo), min(s.end_s, hi)
         if b > a:
             ax.axvspan((a - lo) * scale, (b - lo) * scale, facecolor="none", edgecolor="#999999", hatch="//",
                        linewidth=0, zorder=0)
-            label = label or f"folded copies ({s.name})"
-    return label
+            shown.append((b - a, s.name))
+    if not shown:
+        return None
+    more = f", {len(shown) - 1} more" if len(shown) > 1 else ""
+    return f"folded copies ({max(shown)[1]}{more})"
 
 
 def _rows_from_records(result: Result, lo: float, hi: float) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
