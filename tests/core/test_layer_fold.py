@@ -72,6 +72,7 @@ def test_the_benchmark_scenarios_fold_their_blocks():
 def test_block_runs_need_identical_adjacent_blocks():
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml")
     assert block_runs(make_plan(s)) == (BlockRun(0, 95),)
+    assert make_plan(s).layer_runs == () and make_plan(s, fold_layers=True).layer_runs == (BlockRun(0, 95),)
     # the 120T model's state fills DRAM first-fit in forward order: its first blocks' state parts sit in other
     # tiers than the rest's, so they differ and the run of identical blocks starts after them
     brain = make_plan(wss.load_scenario(ROOT / "scenarios" / "brain_120t.yaml"))
@@ -84,7 +85,7 @@ def test_block_runs_need_identical_adjacent_blocks():
 
 def test_the_program_leaves_out_the_middle_of_each_run():
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml")
-    plan = make_plan(s)
+    plan = make_plan(s, fold_layers=True)
     program = build_program(plan)
     blocks = {plan.ops[p.op].block for p in program if plan.ops[p.op].block is not None}
     assert blocks == {0, 1, 2, 3, 92, 93, 94, 95}

@@ -126,7 +126,7 @@ def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None =
 
 
 def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None, fold: bool = True,
-              fold_steps: bool = True, fold_layers: bool | tuple[str, ...] = True) -> Plan:
+              fold_steps: bool = True, fold_layers: bool | tuple[str, ...] = False) -> Plan:
     """Derive the static plan; raise :class:`InfeasibleError` when the machine cannot run it.
 
     Parameters
@@ -142,7 +142,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     fold_layers
         Allow folding of runs of identical blocks (:mod:`wss.model.layer_fold`; ``simulation.fold_micro_batches``
         must also be on): in the forward and the backward passes (true), in those named (``("forward",)``,
-        ``("backward",)``), or not.
+        ``("backward",)``), or not (the default: only a simulation needs the runs of identical blocks).
     """
     s = scenario
     hw = s.hardware

@@ -6,7 +6,6 @@ repeats a measured block in its place.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,13 +62,17 @@ def block_runs(plan: Plan) -> tuple[BlockRun, ...]:
     return tuple(runs)
 
 
+#: An op's fields that name it (and differ from block to block) rather than say what it does.
+_NAMES = frozenset({"name", "layer", "block"})
+
+
 def _signature(plan: Plan, positions: list[int], tokens: list[int]) -> tuple:
     """Everything about a block's ops that the simulation reads (at micro-batches of ``tokens``), without
     their names."""
     out: list[tuple] = []
     for pos in positions:
         op = plan.ops[pos]
-        bare = dataclasses.replace(op, name="", layer="", block=0)
+        bare = (type(op), *(v for k, v in vars(op).items() if k not in _NAMES))
         if isinstance(op, StreamedKernel):
             k = plan.kernels[plan.kernel_of_op[pos]]
             out.append((bare, k.n_chunks, k.stream_bytes, k.grad_bytes, k.read_bytes, k.tier, k.state_tiers,
