@@ -34,8 +34,16 @@ from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
 from wss.model.flash_tails import flash_rng, read_factors
-from wss.model.fold import Fold, FoldMismatch, Snapshot, analyse
-from wss.model.layer_fold import FoldPoint, LayerFold, LayersFold, check_point, fold_points, unfold_layers
+from wss.model.fold import Fold, Snapshot, analyse
+from wss.model.layer_fold import (
+    FoldPoint,
+    LayerFold,
+    LayerFoldMismatch,
+    LayersFold,
+    check_point,
+    fold_points,
+    unfold_layers,
+)
 from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
@@ -406,7 +414,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
 
 
 def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
-    """Raise :class:`FoldMismatch` where a wait reaches across layer copies (module :mod:`wss.model.layer_fold`).
+    """Raise :class:`LayerFoldMismatch` where a wait reaches across layer copies (module :mod:`wss.model.layer_fold`).
 
     A stream pass that waited for the previous step's update of its kernel, with copies between that
     update's gradient and the wait, would wait less (or not at all) in the real run; so would the wafer
@@ -418,11 +426,11 @@ def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
             if p.phase == "backward" and p.kernel is not None and p.micro_batch == last_mb}
     for index, kernel, step in cluster.memoryx.update_waits:
         if shift(index) != shift(grad[(kernel, step)]):
-            raise FoldMismatch(f"pass {index} waited for the update of kernel {kernel} in step {step} across "
-                               "folded blocks")
+            raise LayerFoldMismatch(f"pass {index} waited for the update of kernel {kernel} in step {step} "
+                                    "across folded blocks", "")
     for _, _, cause, index in cluster.wafer.timeline:
         if cause == "input" and shift(index) > 0:
-            raise FoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks")
+            raise LayerFoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks", "")
 
 
 def _event_count(env: simpy.Environment) -> int:

@@ -77,7 +77,8 @@ class FoldPoint:
 
 
 class LayerFoldMismatch(FoldMismatch):
-    """A fold point's blocks do not repeat; ``direction`` says in which passes ("forward" or "backward")."""
+    """Folded blocks do not give the real run's answer: a fold point's blocks do not repeat (``direction`` says in
+    which passes, "forward" or "backward"), or a wait reaches across copies (``direction`` "")."""
 
     def __init__(self, message: str, direction: str):
         super().__init__(message, direction)  # both in args: SimPy re-raises a process's exception from them

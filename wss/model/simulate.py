@@ -82,7 +82,7 @@ def simulate_detailed(
         cluster = _run_layers_folded(s, profiles, p, record, progress, run)
     except FoldMismatch as exc:
         log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
-        cluster = _run_less_folded(s, profiles, p, record, progress, run)
+        cluster = _run_less_folded(s, profiles, p, record, progress, run, isinstance(exc, LayerFoldMismatch))
     log.debug("%s: %d SimPy events", s.name, cluster.events)
     return measure(cluster, __version__, numerics), cluster
 
@@ -124,7 +124,7 @@ def _run_layers_folded(s: Scenario, profiles: Any, p: Plan, record: bool,
         return run(p, record=record, progress=progress)
     except LayerFoldMismatch as exc:
         others = tuple(d for d in p.layer_directions if d != exc.direction)
-        if not others or p.simulated_steps > 1:
+        if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
             raise
         log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
                  exc.direction, exc, others[0])
@@ -132,10 +132,11 @@ def _run_layers_folded(s: Scenario, profiles: Any, p: Plan, record: bool,
 
 
 def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
-                     progress: Callable[[float], None] | None, run: Callable[..., Cluster]) -> Cluster:
-    """After a fold failed its check: layers unfolded, then steps too (micro-batches still folded), else
-    nothing folded."""
-    if folded.layer_runs:
+                     progress: Callable[[float], None] | None, run: Callable[..., Cluster],
+                     layers_failed: bool) -> Cluster:
+    """After a fold failed its check: layers unfolded (when theirs failed), then steps too (micro-batches still
+    folded), else nothing folded."""
+    if folded.layer_runs and layers_failed:
         try:
             return run(replace(folded, layer_runs=()), record=record, progress=progress)
         except FoldMismatch as exc:

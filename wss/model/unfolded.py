@@ -57,11 +57,12 @@ from wss.model.components.links import Link
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
-from wss.model.fold import FoldMismatch, Snapshot, analyse
+from wss.model.fold import Snapshot, analyse
 from wss.model.jitter import compute_factors, jitter_rng
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.layer_fold import (
     LayerFold,
+    LayerFoldMismatch,
     LayersFold,
     check_point,
     fold_points,
@@ -392,7 +393,7 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
               for w in cluster.simulated}
     for w in cluster.simulated:
         if any(cause == "input" and layers.shift(p) > 0 for _, _, cause, p in w.timeline):
-            raise FoldMismatch(f"{w.name} waited for input data after folded blocks")
+            raise LayerFoldMismatch(f"{w.name} waited for input data after folded blocks", "")
     new_index = {id(w): unfold_wafer(w, w.program, layers, copies[id(w)]) for w in cluster.simulated}
     unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
     unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
