@@ -12,6 +12,11 @@ those values, so the fit can be re-run and audited whenever the model changes::
     python tools/calibrate.py --params hardware.runtime.step_overhead_s,hardware.runtime.kernel_switch_s
     python tools/calibrate.py --at                  # no fit: the errors at the shipped values
     python tools/calibrate.py --on m1,m4,m6 --params ...   # try other calibration rows (a hypothesis test)
+    python tools/calibrate.py --params hardware.wafer.kernel_efficiency@wse2,\
+hardware.wafer.kernel_efficiency@wse3,hardware.runtime.step_overhead_s
+
+A key with ``@WAFER`` (a wafer preset's name) moves the parameter only in the rows run on that wafer: one value
+per chip generation.
 
 The fit minimises the sum of squared log errors of the calibration rows' throughput (a factor of
 two too fast weighs as much as a factor of two too slow) with Nelder-Mead on each parameter's
@@ -67,9 +72,25 @@ KNOWN = {
 DEFAULT = ("hardware.runtime.step_overhead_s", "hardware.wafer.kernel_efficiency")
 
 
+def _split(key: str) -> tuple[str, str | None]:
+    """``field@wafer`` -> (field, wafer); a plain key applies to every row."""
+    field, _, wafer = key.partition("@")
+    return field, wafer or None
+
+
+def _for_case(values: dict[str, float], scenario: Scenario) -> dict[str, float]:
+    """The values that apply to a row: plain keys, and ``@wafer`` keys of the wafer it runs on."""
+    out = {}
+    for key, v in values.items():
+        field, wafer = _split(key)
+        if wafer is None or wafer == scenario.hardware.wafer.name:
+            out[field] = v
+    return out
+
+
 def _shipped(scenario: Scenario, key: str) -> float:
     node: object = scenario
-    for part in key.split("."):
+    for part in _split(key)[0].split("."):
         node = getattr(node, part)
     return float(node)  # type: ignore[arg-type]
 
@@ -90,7 +111,8 @@ def errors_at(cases: Sequence[Case], values: dict[str, float], analytic: bool) -
     """Each case's log error ln(simulated / published) with the parameters set to ``values``."""
     out = {}
     for case in cases:
-        scenario = load_scenario(_one(case), values) if values else _one(case)
+        own = _for_case(values, _one(case))
+        scenario = load_scenario(_one(case), own) if own else _one(case)
         out[case.name] = math.log(throughput(scenario, analytic) / case.spec.published)
     return out
 
@@ -98,8 +120,14 @@ def errors_at(cases: Sequence[Case], values: dict[str, float], analytic: bool) -
 def fit(cases: Sequence[Case], params: Sequence[Parameter], analytic: bool,
         log: Callable[[str], None] = print) -> dict[str, float]:
     """The parameter values minimising the calibration rows' squared log errors."""
-    first = _one(cases[0])
-    x0 = np.array([p.to_x(_shipped(first, p.key)) for p in params])
+    def shipped(key: str) -> float:
+        wafer = _split(key)[1]
+        row = next((_one(c) for c in cases if wafer in (None, _one(c).hardware.wafer.name)), None)
+        if row is None:
+            raise ValueError(f"{key}: no calibration row runs on wafer {wafer!r}")
+        return _shipped(row, key)
+
+    x0 = np.array([p.to_x(shipped(p.key)) for p in params])
 
     def loss(x: np.ndarray) -> float:
         values = {p.key: p.from_x(float(v)) for p, v in zip(params, x)}
@@ -144,14 +172,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: --on: rows {args.on!r} do not all name a measured case", file=sys.stderr)
             return 2
     keys = [k for k in args.params.split(",") if k]
-    unknown = [k for k in keys if k not in KNOWN]
+    unknown = [k for k in keys if _split(k)[0] not in KNOWN]
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)
         return 2
     values: dict[str, float] = {}
     if not args.at:
         print(f"fitting {', '.join(keys)} on {', '.join(c.name for c in calibration)}")
-        values = fit(calibration, [KNOWN[k] for k in keys], args.analytic)
+        try:
+            values = fit(calibration, [Parameter(k, KNOWN[_split(k)[0]].scale) for k in keys], args.analytic)
+        except ValueError as exc:
+            print(f"error: --params: {exc}", file=sys.stderr)
+            return 2
         print("fitted (two significant digits):")
         for k, v in values.items():
             print(f"  {k}: {v:g}")
