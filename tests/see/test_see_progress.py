@@ -110,3 +110,15 @@ def test_simulator_progress_hook():
     result, _ = simulate_detailed(scenario, record=False, progress=seen.append)
     assert seen and seen == sorted(seen) and seen[0] > 0 and seen[-1] == 1.0
     assert result.to_json() == wss.simulate(scenario).to_json()  # the hook changes nothing
+
+
+def test_progress_stays_monotone_when_a_fold_is_refused():
+    """A refused fold simulates again from the start; the fractions told never go back (bert_large: its blocks
+    do not repeat in either direction, so it runs three times)."""
+    from wss.model.simulate import simulate_detailed
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "bert_large.yaml"
+    seen: list[float] = []
+    _, cluster = simulate_detailed(scenario, record=False, progress=seen.append)
+    assert cluster.layers is None  # refused, then simulated without layer folding
+    assert seen and seen == sorted(seen) and len(set(seen)) == len(seen) and seen[-1] == 1.0

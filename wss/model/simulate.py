@@ -72,6 +72,7 @@ def simulate_detailed(
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
+    progress = _monotone(progress)
     p = _folding_plan(s, profiles, fold_layers)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps, %d of %d blocks",
@@ -99,6 +100,21 @@ def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
     fold = (folded or uniform_shards(s)) and s.faults.flash is None
     layers = fold_layers and s.faults.flash is None
     return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
+
+
+def _monotone(progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
+    """``progress`` as promised, monotone: a run simulated again after a fold failed its check starts its
+    fractions from 0, which are held back until they pass the furthest already told."""
+    if progress is None:
+        return None
+    told = [0.0]
+
+    def call(fraction: float) -> None:
+        if fraction > told[0]:
+            told[0] = fraction
+            progress(fraction)
+
+    return call
 
 
 def _blocks(p: Plan) -> int:
