@@ -122,3 +122,23 @@ def run_wss_parallel(
         out[key] = subprocess.CompletedProcess(args, proc.returncode, stdout, stderr)
     return out
 
+
+def assert_clear_scenario_error(raw: dict, path: str, words: str, tmp_path: Path, capsys: Any) -> None:
+    """``raw`` is refused with a problem at ``path`` whose message holds ``words``, and ``wss validate`` on it
+    as a file exits 2 with one line, ``error: ...``, naming ``path`` (no traceback)."""
+    import json
+
+    import pytest
+
+    import wss
+    from wss.cli import main
+    from wss.errors import ScenarioError
+
+    with pytest.raises(ScenarioError) as err:
+        wss.load_scenario(raw)
+    assert any(p.path == path and words in p.message for p in err.value.problems), err.value.problems
+    file = tmp_path / "s.yaml"
+    file.write_text(json.dumps(raw))
+    assert main(["validate", str(file)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and path in lines[0]

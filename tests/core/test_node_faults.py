@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from core_helpers import deep_merge, dense_model, ideal_hardware, scenario_dict
+from core_helpers import assert_clear_scenario_error, deep_merge, dense_model, ideal_hardware, scenario_dict
 
 import wss
 from wss.cli import main
@@ -100,14 +100,7 @@ def test_a_node_down_with_classes_and_every_wafer_apart_agree_and_tracks_stay_pe
 )
 def test_bad_node_faults_are_clear_errors(nodes: list[str], path: str, words: str, tmp_path: Path, capsys):
     raw = _down(scenario_dict(dense_model(256, 256), wafers=16, global_batch=16), *nodes)
-    with pytest.raises(ScenarioError) as err:
-        wss.load_scenario(raw)
-    assert any(p.path == path and words in p.message for p in err.value.problems), err.value.problems
-    file = tmp_path / "s.yaml"
-    file.write_text(json.dumps(raw))
-    assert main(["validate", str(file)]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and path in lines[0]
+    assert_clear_scenario_error(raw, path, words, tmp_path, capsys)
 
 
 def test_a_node_down_cannot_be_folded_and_validate_lists_the_nodes(tmp_path: Path, capsys):

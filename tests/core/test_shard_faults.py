@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from core_helpers import deep_merge, dense_model, ideal_hardware, scenario_dict
+from core_helpers import assert_clear_scenario_error, deep_merge, dense_model, ideal_hardware, scenario_dict
 
 import wss
 from wss.cli import main
-from wss.errors import ScenarioError
 from wss.model.goodput import checkpoint_seconds
 from wss.model.memoryx_rates import memoryx_rates
 
@@ -90,14 +89,7 @@ def test_a_slow_shard_slows_the_checkpoint_and_the_estimate_knows_it():
 )
 def test_bad_shard_faults_are_clear_errors(fault: dict, path: str, words: str, tmp_path: Path, capsys):
     raw = _with_shards(scenario_dict(dense_model(256, 256), hardware={"memoryx": {"shards": 12}}), fault)
-    with pytest.raises(ScenarioError) as err:
-        wss.load_scenario(raw)
-    assert any(p.path == path and words in p.message for p in err.value.problems), err.value.problems
-    file = tmp_path / "s.yaml"
-    file.write_text(json.dumps(raw))
-    assert main(["validate", str(file)]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and path in lines[0]
+    assert_clear_scenario_error(raw, path, words, tmp_path, capsys)
 
 
 def test_validate_lists_the_shard_indexes(tmp_path: Path, capsys):

@@ -47,7 +47,7 @@ from wss.model.layer_fold import (
 from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
-from wss.model.program import Pass, build_program
+from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.stall import run_or_explain
 from wss.model.step_fold import StepsFold, Unfolding, analyse_steps
@@ -393,7 +393,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
     last_step = plan.simulated_steps - 1
-    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    updated = updated_kernels(cluster.program)
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
@@ -422,10 +422,9 @@ def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
     """
     program, shift = cluster.program, layers.shift
     last_mb = len(cluster.plan.micro_batches) - 1
-    grad = {(p.kernel, p.step): p.index for p in program
-            if p.phase == "backward" and p.kernel is not None and p.micro_batch == last_mb}
+    grad = gradient_passes(program)
     for index, kernel, step in cluster.memoryx.update_waits:
-        if shift(index) != shift(grad[(kernel, step)]):
+        if shift(index) != shift(grad[(kernel, step, last_mb)]):
             raise LayerFoldMismatch(f"pass {index} waited for the update of kernel {kernel} in step {step} "
                                     "across folded blocks", "")
     for _, _, cause, index in cluster.wafer.timeline:

@@ -22,9 +22,10 @@ micro-batch instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse"]
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "seconds_by_cause"]
 
 REL_TOL = 1e-9
 
@@ -81,6 +82,14 @@ class Fold:
         return sum(self.copies * f.deltas.get(counter, 0.0) for f in self.steps)
 
 
+def seconds_by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str, float]:
+    """The seconds of a stretch of the wafer's timeline, by cause (in the spans' order)."""
+    out: dict[str, float] = {}
+    for a, b, cause, _ in spans:
+        out[cause] = out.get(cause, 0.0) + (b - a)
+    return out
+
+
 def _same_state(a: tuple, b: tuple, period: float) -> bool:
     """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left."""
     (stores_a, (queued_a, running_a), staged_a, dram_a), (stores_b, (queued_b, running_b), staged_b, dram_b) = a, b
@@ -129,8 +138,6 @@ def analyse(
             if not _close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
                 raise FoldMismatch(f"step {step}: {key} grew by {d2!r} in micro-batch 2 but {d3!r} in 3")
             deltas[key] = d3
-        breakdown: dict[str, float] = {}
-        for a, b, cause, _ in timeline[s3.timeline_len : s4.timeline_len]:
-            breakdown[cause] = breakdown.get(cause, 0.0) + (b - a)
+        breakdown = seconds_by_cause(timeline[s3.timeline_len : s4.timeline_len])
         folds.append(StepFold(at=s4.time, period=p3, deltas=deltas, breakdown=breakdown))
     return Fold(copies=copies, steps=folds, last_micro_batch=last_mb)

@@ -45,10 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wss.model.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state
+from wss.model.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
-from wss.model.program import Pass
+from wss.model.program import Pass, gradient_passes
 
 if TYPE_CHECKING:
     from wss.model.cluster import Cluster
@@ -186,20 +186,13 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
                                     fp.direction)
         deltas[key] = d2
     first, second = timeline[sa.timeline_len:sb.timeline_len], timeline[sb.timeline_len:sc.timeline_len]
-    c1, c2 = _by_cause(first), _by_cause(second)
+    c1, c2 = seconds_by_cause(first), seconds_by_cause(second)
     for cause in sorted(c1.keys() | c2.keys()):
         if abs(c1.get(cause, 0.0) - c2.get(cause, 0.0)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: the wafer spent {c1.get(cause, 0.0)!r} s on {cause} in one "
                                     f"block but {c2.get(cause, 0.0)!r} s in the next", fp.direction)
     spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
     return LayerFold(fp, sc.time, p_bc, deltas, spans)
-
-
-def _by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for a, b, cause, _ in spans:
-        out[cause] = out.get(cause, 0.0) + (b - a)
-    return out
 
 
 #: One wafer's copies at each fold point: where they go on its own simulated axis (its start of pass ``c``) and
@@ -229,7 +222,7 @@ def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mappi
         if not (_close(tb - ta, f.period) and _close(tc - tb, f.period)):
             raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
                                     f"wafer's {f.period!r} s", f.point.direction)
-        first, second = _by_cause(timeline[la:lb]), _by_cause(timeline[lb:lc])
+        first, second = seconds_by_cause(timeline[la:lb]), seconds_by_cause(timeline[lb:lc])
         for cause in sorted(first.keys() | second.keys()):
             if abs(first.get(cause, 0.0) - second.get(cause, 0.0)) > REL_TOL * max(f.period, 1e-300):
                 raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", f.point.direction)
@@ -256,8 +249,7 @@ def unfold_wafer(wafer: Wafer, program: Sequence[Pass], layers: LayersFold, copi
 
 def unfold_jobs(jobs: Sequence[UpdateJob], program: Sequence[Pass], layers: LayersFold) -> None:
     """Each optimizer job moves with the pass that sent its gradient."""
-    grad_pass = {(p.kernel, p.step, p.micro_batch): p.index for p in program
-                 if p.phase == "backward" and p.kernel is not None}
+    grad_pass = gradient_passes(program)
     for j in jobs:
         d = layers.shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
         j.arrived += d

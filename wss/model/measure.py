@@ -10,6 +10,7 @@ from wss.model.cluster import Cluster
 from wss.model.components.wafer import Wafer
 from wss.model.fold import Fold
 from wss.model.goodput import failure_summary
+from wss.model.program import gradient_passes
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
     RECORD_SECONDS,
@@ -486,8 +487,7 @@ def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str
     drain: dict[str, float] = {}
     for a, b, cause in tail:
         drain[cause] = drain.get(cause, 0.0) + (b - a)
-    grad = {(p.kernel, p.step, p.micro_batch): p.index for p in cluster.program
-            if p.phase == "backward" and p.kernel is not None}
+    grad = gradient_passes(cluster.program)
     for j in sorted(opt.jobs, key=lambda j: (j.start, j.kernel)):
         kp = plan.kernels[j.kernel]
         t = j.traffic

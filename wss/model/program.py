@@ -16,12 +16,13 @@ iteration-boundary bubble.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wss.model.plan import Plan
 from wss.model.workload import StreamedKernel
 
-__all__ = ["Pass", "build_program"]
+__all__ = ["Pass", "build_program", "gradient_passes", "updated_kernels"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,14 @@ def build_program(plan: Plan) -> list[Pass]:
                         add(step, mb, rpos, "recompute", tokens)
                 add(step, mb, pos, "backward", tokens)
     return out
+
+
+def gradient_passes(program: Sequence[Pass]) -> dict[tuple[int, int, int], int]:
+    """(kernel, step, micro-batch) -> the index of the backward pass that sends that kernel's gradient."""
+    return {(p.kernel, p.step, p.micro_batch): p.index for p in program
+            if p.phase == "backward" and p.kernel is not None}
+
+
+def updated_kernels(program: Sequence[Pass]) -> set[int]:
+    """Kernels whose gradient the program sends (and so updates): with layer folding, not those left out."""
+    return {p.kernel for p in program if p.kernel is not None and p.phase == "backward"}

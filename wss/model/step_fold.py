@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wss.model.fold import REL_TOL, Fold, FoldMismatch, Snapshot, _close, _same_state
+from wss.model.fold import REL_TOL, Fold, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
 
 __all__ = ["COPIED_STEP", "StepsFold", "Unfolding", "analyse_steps"]
 
@@ -142,9 +142,7 @@ def analyse_steps(snapshots: Mapping[tuple[int, int], Snapshot], timeline: list[
 def _causes(timeline: list[tuple[float, float, str, int]], snapshots: Mapping[tuple[int, int], Snapshot],
             mb_fold: Fold | None, step: int) -> dict[str, float]:
     """The wafer's seconds by cause from the start of ``step`` to the start of the next, copies included."""
-    out: dict[str, float] = {}
-    for a, b, cause, _ in timeline[snapshots[(step, 0)].timeline_len : snapshots[(step + 1, 0)].timeline_len]:
-        out[cause] = out.get(cause, 0.0) + (b - a)
+    out = seconds_by_cause(timeline[snapshots[(step, 0)].timeline_len : snapshots[(step + 1, 0)].timeline_len])
     if mb_fold is not None:
         for cause, v in mb_fold.steps[step].breakdown.items():
             out[cause] = out.get(cause, 0.0) + mb_fold.copies * v

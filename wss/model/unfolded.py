@@ -57,7 +57,7 @@ from wss.model.components.links import Link
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
-from wss.model.fold import Snapshot, analyse
+from wss.model.fold import Snapshot, analyse, seconds_by_cause
 from wss.model.jitter import compute_factors, jitter_rng
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.layer_fold import (
@@ -74,7 +74,7 @@ from wss.model.layer_fold import (
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_evenly
-from wss.model.program import Pass, build_program
+from wss.model.program import Pass, build_program, updated_kernels
 from wss.model.stall import run_or_explain
 from wss.model.wafer_shards import reachable_wafers
 
@@ -183,10 +183,7 @@ class UnfoldedCluster(Cluster):
         assert self.fold is not None
         a = self.marks[(step, self.fold.copied_micro_batch)][wafer]
         b = self.marks[(step, self.fold.last_micro_batch)][wafer]
-        out: dict[str, float] = {}
-        for t0, t1, cause, _ in self.wafers[wafer].timeline[a:b]:
-            out[cause] = out.get(cause, 0.0) + (t1 - t0)
-        return out
+        return seconds_by_cause(self.wafers[wafer].timeline[a:b])
 
 
 def representative_wafer(plan: Plan) -> int:
@@ -410,7 +407,7 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
 def _mark_steps(cluster: UnfoldedCluster) -> Generator[simpy.Event, Any, None]:
     """Process: mark every part's busy seconds as each step's last update ends (where measure ends the step)."""
     plan, optimizer = cluster.plan, cluster.optimizer
-    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    updated = updated_kernels(cluster.program)
     cluster.mark_busy()
     for step in range(plan.scenario.training.steps):
         yield cluster.env.all_of([optimizer.done_event(k.index, step) for k in plan.kernels
@@ -441,7 +438,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     processes.update({w.name: p for w, p in zip(cluster.simulated, done)})
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
     last_step = plan.scenario.training.steps - 1
-    updated = {p.kernel for p in cluster.program if p.kernel is not None and p.phase == "backward"}
+    updated = updated_kernels(cluster.program)
     finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
     run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
     cluster.events = _event_count(env)
