@@ -74,12 +74,22 @@ def test_causal_attention_removes_exactly_its_share_of_the_steps_flops():
     assert causal.step_time_s <= full.step_time_s
 
 
-def test_causal_is_off_by_default_and_presets_stay_full():
+def test_causal_is_off_by_default_on_in_decoder_presets_and_off_in_encoders():
     assert wss.plan(tiny_gpt(None)).ops == wss.plan(tiny_gpt(False)).ops
-    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml")
-    assert not any(getattr(layer, "causal", False) for layer in s.workload.model.layers)
-    on = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["workload.model.layers.1.causal=true"])
-    assert on.workload.model.layers[1].causal
+    from wss.model.scenario.presets import list_presets
+
+    def blocks(model):
+        s = wss.load_scenario({"name": "t", "hardware": {"preset": "cs2-cluster"}, "workload": {"model": model},
+                               "training": {"global_batch": 8}})
+        return [layer for layer in s.workload.model.layers if layer.kind == "transformer_block"]
+
+    encoders = {"bert-large", "esm-2-35m"}
+    for model in list_presets()["model"]:
+        bs = blocks(model)
+        if bs:
+            assert all(b.causal == (model not in encoders) for b in bs), model
+    off = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["workload.model.layers.1.causal=false"])
+    assert not off.workload.model.layers[1].causal
 
 
 def test_causal_must_be_a_boolean_and_only_on_blocks():

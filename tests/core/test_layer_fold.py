@@ -144,12 +144,22 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
 ], ids=["uniform", "straggler", "uneven", "slow-edge"])
 def test_unfolded_runs_fold_layers_too(overrides):
     """Every wafer apart (16 of them, with classes): blocks fold, and each wafer's breakdown, compute and idle
-    time, and each step's pacer agree with every block simulated."""
+    time, and each step's pacer agree with every block simulated.
+
+    With uneven shards the blocks may not settle within the four simulated at each end (a wafer with fewer
+    samples runs ahead of the stream by what the buffers hold, and its period converges to the slowest wafer's
+    only slowly; a leaf link's busy time alternates by a chunk between blocks): the fold is then refused and
+    the run must equal the one with every block simulated, byte for byte."""
     base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
-    assert fc.layers is not None and uc.layers is None and fc.events < uc.events / 2
+    assert uc.layers is None
+    if fc.layers is None:
+        assert "training.global_batch" in overrides, "only uneven shards may refuse the fold"
+        assert folded.to_json() == full.to_json()
+        return
+    assert fc.events < uc.events / 2
     t = full.step_time_s
     assert _rel(folded.step_time_s, t) <= REL
     for c, v in full.breakdown_s.items():

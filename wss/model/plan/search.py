@@ -208,13 +208,20 @@ class Costing:
         ops_s = tokens * (f + fb + (fr if blocks else 0.0)) / (wafer.peak_flops * wafer.nonweight_efficiency)
         crossed = self.stream_bytes.sum() + (self.stream_bytes * self.bwd_streamed).sum()
         crossed += (self.stream_bytes * self.in_block).sum() if blocks else 0.0
-        # While the wafer runs a non-weight op the stream runs ahead into the buffers (at most what they
-        # hold past the slowest stage), which hides stream time of the stream-bound passes.
+        # While the wafer runs a non-weight op, or a compute-bound pass that leaves the stream spare time,
+        # the stream runs ahead into the buffers (at most what they hold past the slowest stage), which
+        # hides stream time of the stream-bound passes.
         deficit = float(np.maximum(0.0, fwd - cf_p).sum() + np.maximum(0.0, bwd - cb_p).sum())
         deficit += float(np.where(self.in_block, np.maximum(0.0, fwd - cf_p), 0.0).sum()) if blocks else 0.0
+        spare_f = np.maximum(0.0, cf_p - self.stream_s)
+        spare_b = np.where(self.bwd_streamed, np.maximum(0.0, cb_p - np.maximum(s_b, self.up_s)), 0.0)
+        spare = float(spare_f.sum() + spare_b.sum())
+        spare += float(np.where(self.in_block, spare_f, 0.0).sum()) if blocks else 0.0
+        banks = int((spare_f > 0).sum() + (spare_b > 0).sum())
+        banks += int((self.in_block & (spare_f > 0)).sum()) if blocks else 0
         n_ops, n_block_ops = self.op_count
-        gaps = 2 * n_ops + (n_block_ops if blocks else 0)
-        hidden = min(ops_s, deficit, gaps * self.lookahead_s)
+        gaps = 2 * n_ops + (n_block_ops if blocks else 0) + banks
+        hidden = min(ops_s + spare, deficit, gaps * self.lookahead_s)
         sweep = float(total.sum())
         back = float((bwd + rec).sum()) / sweep if sweep > 0 else 0.5
         out = (float(compute_paced.sum()) + ops_s, float(total.sum() - compute_paced.sum()) - hidden, float(crossed),
