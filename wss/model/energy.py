@@ -6,8 +6,13 @@ with ``u`` its busy fraction over the run:
 * a wafer's system: the fraction of the run it computed, each wafer its own in an unfolded run; a
   wafer cut off by a SwarmX node that is down (``faults.nodes``) computes nothing, so it draws its
   idle power: it stays powered, waiting for the tree to reach it again (docs/faults.md);
-* a MemoryX node: the largest fraction of its streaming, optimizer, flash and network intake
-  activities.  They overlap, so the largest is a lower bound on the time the node does anything;
+* a MemoryX node: the largest fraction of its streaming, optimizer, flash, network intake and DRAM
+  activities.  They overlap, so the largest is a lower bound on the time the node does anything.  The
+  DRAM belongs there: the gradient intake writes each summed chunk into DRAM after the network has
+  delivered it, outside the other four, and the stream's, the optimizer's and the intake's DRAM
+  transfers at different times add up.  The DRAM is shared by processor sharing, so it moves bytes at
+  its full bandwidth whenever a transfer is in progress: ``utilisation["memoryx.dram"]``, the bytes it
+  moved over bandwidth x time, is exactly the fraction of the run it was busy;
 * the SwarmX nodes of a level: the larger of that level's down and up link fractions; a node with no
   wafer below it that trains (the node that is down and those under it) carries nothing, and idles.
 """
@@ -25,7 +30,7 @@ from wss.model.scenario.faults import cut_off_wafers
 __all__ = ["MEMORYX_ACTIVITIES", "energy_summary", "live_nodes_per_level", "memoryx_busy"]
 
 #: The utilisation entries whose largest is a MemoryX node's busy fraction.
-MEMORYX_ACTIVITIES = ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in")
+MEMORYX_ACTIVITIES = ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in", "memoryx.dram")
 
 
 def memoryx_busy(utilisation: dict[str, float]) -> float:
