@@ -5,7 +5,9 @@ MemoryX's state (weights and optimizer state) to storage every ``K`` steps; when
 the job restarts (``R`` seconds) and runs again the steps since the last checkpoint.
 
 The expected-value model (docs/faults.md).  Failures of the job arrive as a Poisson process of rate
-``lam = wafers / MTBF_wafer`` (cluster MTBF ``M = 1 / lam``), also during checkpoints and restarts.
+``lam = wafers / MTBF_wafer`` (cluster MTBF ``M = 1 / lam``), also during checkpoints and restarts;
+``wafers`` counts the wafers that train, not those a SwarmX node that is down cuts off (they are not
+in the job, so their failures stop nothing).
 A segment of ``K`` steps of ``T`` seconds and its checkpoint of ``C`` seconds lasts ``tau = K T + C``
 without failure.  Its expected wall time, with every failure costing the work since the segment
 began plus a restart, is (Daly, "A higher order estimate of the optimum checkpoint interval for
@@ -28,6 +30,7 @@ from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import Plan
 from wss.model.results import FailureSummary, RunSpan, StepRecord
 from wss.model.scenario.faults import FailuresConfig, FaultsConfig
+from wss.model.wafer_shards import reachable_wafers
 
 __all__ = ["checkpoint_bytes", "checkpoint_seconds", "segment_seconds", "goodput", "best_interval",
            "failure_summary", "run_timeline"]
@@ -135,7 +138,9 @@ def failure_summary(plan: Plan, step_s: float, steps: list[StepRecord]) -> Failu
     if f is None:
         return None
     c = checkpoint_seconds(plan, f)
-    mtbf = f.mtbf_hours_per_wafer * 3600.0 / s.hardware.wafers if f.mtbf_hours_per_wafer is not None else None
+    # A wafer cut off by a SwarmX node that is down is not in the job: its failure stops nothing.
+    trains = len(reachable_wafers(s))
+    mtbf = f.mtbf_hours_per_wafer * 3600.0 / trains if f.mtbf_hours_per_wafer is not None else None
     rate = 1.0 / mtbf if mtbf is not None else 0.0
     auto = f.checkpoint_every_steps == "auto"
     k = best_interval(step_s, c, f.restart_s, rate) if auto else int(f.checkpoint_every_steps)

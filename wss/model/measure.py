@@ -8,13 +8,13 @@ from typing import Any
 
 from wss.model.cluster import Cluster
 from wss.model.components.wafer import Wafer
+from wss.model.energy import energy_summary
 from wss.model.fold import Fold
 from wss.model.goodput import failure_summary
 from wss.model.program import gradient_passes
 from wss.model.results import (
     BREAKDOWN_CATEGORIES,
     RECORD_SECONDS,
-    EnergySummary,
     FlopsSummary,
     KernelRecord,
     LinkBytes,
@@ -28,13 +28,12 @@ from wss.model.results import (
     paced_by,
     pass_pacing,
 )
-from wss.model.scenario import HardwareConfig
 from wss.model.step_fold import COPIED_STEP, Unfolding
 from wss.model.unfolded import UnfoldedCluster, wafer_micro_batches
 from wss.model.wafer_folding import wafer_folding
 from wss.model.workload import StreamedKernel, WaferOp
 
-__all__ = ["measure", "energy_summary"]
+__all__ = ["measure"]
 
 
 def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
@@ -85,7 +84,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         sim_events=cluster.events,
         records=records,
         plan_choice=plan.choice,
-        energy=energy_summary(s.hardware, utilisation, facts["nodes_per_level"], step_time, samples, tokens),
+        energy=energy_summary(s, utilisation, _wafer_busy(cluster, windows.total_s), step_time, samples, tokens),
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
         step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
@@ -249,49 +248,12 @@ def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
     return utilisation
 
 
-def energy_summary(hw: HardwareConfig, utilisation: dict[str, float], nodes_per_level: Any, step_time: float,
-                   samples: float, tokens: float) -> EnergySummary | None:
-    """Energy from the parts' power figures and busy fractions; None if a part has no ``power_busy_W``.
-
-    A part draws ``busy x power_busy_W + (1 - busy) x power_idle_W`` (idle unset: the busy figure).  Busy is
-    ``wafer.compute`` for a wafer's system; for a MemoryX node the largest of its streaming, optimizer, flash
-    and network-in fractions (they overlap, so the largest is the time the node does anything, at least);
-    for the SwarmX nodes of a level the larger of that level's down and up link fractions.
-    """
-    parts = (hw.wafer, hw.memoryx, hw.swarmx)
-    if any(p.power_busy_W is None for p in parts):
-        return None
-
-    def draw(part: Any, busy: float) -> float:
-        idle = part.power_busy_W if part.power_idle_W is None else part.power_idle_W
-        busy = min(max(busy, 0.0), 1.0)
-        return float(busy * part.power_busy_W + (1.0 - busy) * idle)
-
-    u = utilisation
-    wafer_busy = u.get("wafer.compute", 0.0)
-    mx_busy = max(u.get(k, 0.0) for k in ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in"))
-    levels = [max(u.get(f"swarmx.down.l{i}", 0.0), u.get(f"swarmx.up.l{i}", 0.0))
-              for i in range(1, len(nodes_per_level) + 1)]
-    sx_nodes = sum(nodes_per_level)
-    power = {
-        "wafer": hw.wafers * draw(hw.wafer, wafer_busy),
-        "memoryx": hw.memoryx.shards * draw(hw.memoryx, mx_busy),
-        "swarmx": sum(n * draw(hw.swarmx, b) for n, b in zip(nodes_per_level, levels)),
-    }
-    total_W = sum(power.values())
-    per_step = total_W * step_time
-    return EnergySummary(
-        per_step_J=per_step,
-        per_sample_J=per_step / samples,
-        per_token_J=per_step / tokens,
-        average_power_W=total_W,
-        by_part_J={k: v * step_time for k, v in power.items()},
-        busy_fraction={
-            "wafer": wafer_busy,
-            "memoryx": mx_busy,
-            "swarmx": sum(n * b for n, b in zip(nodes_per_level, levels)) / sx_nodes if sx_nodes else 0.0,
-        },
-    )
+def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
+    """Each wafer's fraction of the run spent computing: all alike in a folded run; in an unfolded one each
+    its stand-in's, 0 for a wafer cut off by a SwarmX node that is down."""
+    if not isinstance(cluster, UnfoldedCluster):
+        return [cluster.total("wafer.compute") / total] * cluster.plan.scenario.hardware.wafers
+    return [cluster.total(f"wafer.{s}.compute") / total if s >= 0 else 0.0 for s in cluster.stand_in]
 
 
 def _cluster_facts(cluster: Cluster) -> dict[str, Any]:

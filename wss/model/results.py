@@ -333,7 +333,8 @@ class FailureSummary(_Data):
     """Failures, checkpoints and goodput (faults.failures; the expected-value model of docs/faults.md)."""
 
     cluster_mtbf_s: float | None = Field(description="Mean time between failures of the job: the per-wafer MTBF "
-                                         "over the wafers; None without random failures.")
+                                         "over the wafers that train (not those cut off); None without random "
+                                         "failures.")
     checkpoint_bytes: float = Field(description="Bytes of one checkpoint: MemoryX's weights and optimizer state.")
     checkpoint_s: float = Field(description="Seconds to write one checkpoint from MemoryX to storage.")
     restart_s: float = Field(description="Seconds from a failure to training again (faults.failures.restart_s).")

@@ -24,6 +24,10 @@ with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass 
 * the runtime's fixed costs (:meth:`Costing.fixed_s`): a switch per weight-kernel pass, a cost per
   micro-batch and one per step, which the wafer pays in series with its work.
 
+MemoryX's rates are the shards' added up, each at the slowest shard's
+(:func:`~wss.model.memoryx_rates.memoryx_rates`, ``faults.shards``), as the simulator runs them, so a
+slow shard can change the choice.
+
 It leaves out what the closed-form estimate (:mod:`wss.studies.estimate`) adds: the stream
 running ahead from one weight pass into the next, and the optimizer's exact queue.
 That makes it a little pessimistic where passes alternate between stream- and compute-bound,
@@ -43,6 +47,7 @@ from wss.model.components.inputs import TOKEN_ID_BYTES
 from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.kernels import chunk_count
 from wss.model.plan.micro_batching import Candidate, block_input_widths
@@ -103,12 +108,13 @@ class Costing:
         optimizer: OptimizerCost,
     ) -> Costing:
         hw, s = scenario.hardware, scenario
-        mx, sx = hw.memoryx, hw.swarmx
+        sx = hw.swarmx
         hop = sx.hop_latency_s
         depth = sx.levels(hw.wafers)
         edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
         levels = np.array([edge if lv == depth else sx.link_bandwidth_Bps for lv in range(1, depth + 1)])
-        dram, net = mx.shards * mx.dram_bandwidth_Bps, mx.shards * mx.network_bandwidth_Bps
+        rates = memoryx_rates(scenario)  # the shards' rates added up, each at the slowest shard's (faults.shards)
+        dram, net = rates.dram_Bps, rates.network_Bps
         stream_b = np.array([st.stream_bytes for st in streams], dtype=float)
         nnz = np.array([p.nnz for p in profiles], dtype=float)
         read_b = nnz * SCALAR_BYTES
@@ -122,7 +128,7 @@ class Costing:
         link = np.maximum(link, (hop + link) / (b + 1))
         stream_s = chunks * np.maximum(down[:, 0], link.max(axis=1))
         flash = np.array([t == "flash" for t in placement.tiers])
-        stream_s = np.where(flash, np.maximum(stream_s, read_b / (mx.shards * mx.flash_read_bandwidth_Bps)), stream_s)
+        stream_s = np.where(flash, np.maximum(stream_s, read_b / rates.flash_read_Bps), stream_s)
         up = grad_b[:, None] / np.append(levels[::-1], net)[None, :] / chunks[:, None]
         b_up = np.array([chunks_buffered(sx.port_buffer_bytes, x / n) for x, n in zip(grad_b, chunks)])[:, None]
         up_s = chunks * np.maximum(up, (hop + up) / (b_up + 1)).max(axis=1)
@@ -322,9 +328,8 @@ def _optimizer_terms(
     (:func:`~wss.model.components.optimizer_costs.job_seconds`), each state component at its tier:
     the DRAM the optimizer shares with the stream is left to the simulator.
     """
-    mx = scenario.hardware.memoryx
-    rates = (mx.shards * mx.dram_bandwidth_Bps, mx.shards * mx.flash_read_bandwidth_Bps,
-             mx.shards * mx.flash_write_bandwidth_Bps, mx.shards * mx.optimizer_flops)
+    mx = memoryx_rates(scenario)  # each at the slowest shard's rate (faults.shards), as the simulator runs them
+    rates = (mx.dram_Bps, mx.flash_read_Bps, mx.flash_write_Bps, mx.optimizer_flops)
     incoming = PRECISION_BYTES[scenario.training.gradient_precision]
     # (kind, first, accumulated) of the four jobs a kernel can see: accumulations of the first and of later
     # micro-batches, and the update without and with an accumulated gradient.

@@ -125,8 +125,9 @@ class FailuresConfig(Frozen):
 
     mtbf_hours_per_wafer: Real | None = bounded(
         None,
-        description="Mean time between failures of one wafer's system, hours; a failure of any wafer stops the "
-        "job (cluster MTBF = this / hardware.wafers). None: no random failures (only scripted events).",
+        description="Mean time between failures of one wafer's system, hours; a failure of any wafer that trains "
+        "stops the job (cluster MTBF = this / the wafers that train: hardware.wafers less those a SwarmX node "
+        "that is down cuts off). None: no random failures (only scripted events).",
         within=Range(0.0, 1e9, "h", open_low=True),
     )
     checkpoint_every_steps: Annotated[Integer, Field(ge=1, le=10**9)] | Literal["auto"] = Field(
@@ -310,6 +311,15 @@ def _node_problems(faults: FaultsConfig, swarmx: SwarmXConfig, wafers: int) -> l
     return problems
 
 
+def _cut_off_event_problems(faults: FaultsConfig, swarmx: SwarmXConfig, wafers: int) -> list[FieldProblem]:
+    """Scripted failures of wafers a node that is down cuts off: such a wafer is not in the job, so its
+    failure stops nothing (docs/faults.md)."""
+    cut = set(cut_off_wafers(faults, swarmx, wafers))
+    return [FieldProblem(f"faults.events.{i}.wafer", f"wafer {e.wafer} is cut off by a SwarmX node that is down "
+                         "(faults.nodes): it does not train, so its failure does not stop the job")
+            for i, e in enumerate(faults.events) if e.wafer in cut]
+
+
 def _shard_problems(faults: FaultsConfig, shards: int) -> list[FieldProblem]:
     """Shard indexes out of range, and shard faults that change nothing."""
     problems = []
@@ -343,6 +353,7 @@ def fault_problems(faults: FaultsConfig, wafers: int, edges: list[str], fold_waf
     problems += _shard_problems(faults, shards)
     if swarmx is not None:
         problems += _node_problems(faults, swarmx, wafers)
+        problems += _cut_off_event_problems(faults, swarmx, wafers)
     if faults.sets_wafers_apart and fold_wafers is True:
         problems.append(FieldProblem("simulation.fold_wafers",
                                      "true cannot show faults (one wafer and one tree path stand for all): "
