@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wss.model.memoryx_rates import memoryx_rates
 from wss.model.results import Result
 from wss.model.scenario import PRECISION_BYTES, load_scenario
 from wss.views.summary import fmt_time, si
@@ -140,15 +141,26 @@ def _get(scenario: Any, dotted: str) -> float:
 
 
 def weight_path_rates(result: Result) -> dict[str, float]:
-    """Streamed bytes/s each part of the weight path can carry into one wafer's path (slowest sets the pace)."""
-    hw = result.scenario.hardware
-    mx = hw.memoryx
-    b_w = PRECISION_BYTES[result.scenario.training.weight_precision]
+    """Streamed bytes/s each part of the weight path can carry into one wafer's path (slowest sets the pace).
+
+    As the run had them: MemoryX at its shards times the slowest shard's rates (``faults.shards``), and
+    SwarmX at its slowest edge (``faults.links``), since every wafer waits for the wafer behind it.  A
+    leaf edge is the wafer's own I/O as well (it runs at the lesser of the two, times its factor), so a
+    degraded leaf slows both: only relaxing both helps.
+    """
+    s = result.scenario
+    hw = s.hardware
+    rates = memoryx_rates(s)
+    b_w = PRECISION_BYTES[s.training.weight_precision]
+    leaf = f"swarmx.l{hw.swarmx.levels(hw.wafers)}."  # edges are named swarmx.l<level>.<child>
+    factors = {f.edge: f.bandwidth_factor for f in s.faults.links}
+    inner = min([1.0] + [v for e, v in factors.items() if not e.startswith(leaf)])
+    at_leaf = min([1.0] + [v for e, v in factors.items() if e.startswith(leaf)])
     return {
-        "memoryx_dram": mx.shards * mx.dram_bandwidth_Bps * b_w / _MASTER_BYTES,
-        "memoryx_network": mx.shards * mx.network_bandwidth_Bps,
-        "swarmx": hw.swarmx.link_bandwidth_Bps,
-        "wafer_io": hw.wafer.io_bandwidth_Bps,
+        "memoryx_dram": rates.dram_Bps * b_w / _MASTER_BYTES,
+        "memoryx_network": rates.network_Bps,
+        "swarmx": hw.swarmx.link_bandwidth_Bps * min(inner, at_leaf),
+        "wafer_io": hw.wafer.io_bandwidth_Bps * at_leaf,
     }
 
 
