@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import wss
 from wss.model.numerics_bridge import numerics_spec, run_numerics
@@ -106,3 +107,26 @@ def test_a_diverging_run_is_a_result_that_reads_back(tmp_path):
         [sys.executable, "-m", "wss", "report", str(path)], capture_output=True, text=True, cwd=REPO
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_a_node_down_trains_on_the_wafers_it_leaves():
+    """16 wafers under four level-2 nodes; node 1 down cuts off wafers 4-7.  The batch splits over the 12 left,
+    and the tree sums only theirs, in the same order as a 12-wafer cluster's tree (whose level-2 nodes hold
+    wafers 0-3, 4-7 and 8-11: the same groups, renumbered).  So the run is that cluster's, bit for bit."""
+    down = {**scenario(steps=4), "hardware": {"preset": "cs2-cluster", "wafers": 16},
+            "training": {"global_batch": 192, "optimizer": "adamw", "steps": 4},
+            "faults": {"nodes": [{"node": "swarmx.l2.n1", "kind": "down"}]}}
+    spec = numerics_spec(wss.load_scenario(down))
+    assert spec.cut_off == (4, 5, 6, 7) and spec.wafers == 16
+    twelve = {**down, "hardware": {"preset": "cs2-cluster", "wafers": 12}}
+    del twelve["faults"]
+    assert wss.simulate(down).numerics.losses == wss.simulate(twelve).numerics.losses
+
+
+def test_tree_reduce_skips_wafers_cut_off():
+    from wss.model.numerics.swarmx import tree_reduce
+
+    assert tree_reduce([1.0, None, 2.0, None, None, None, 4.0], fan_out=2) == (1.0 + 2.0) + 4.0
+    assert tree_reduce([None, None, 3.0], fan_out=2) == 3.0
+    with pytest.raises(ValueError, match="not None"):
+        tree_reduce([None, None], fan_out=2)

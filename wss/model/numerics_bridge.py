@@ -14,6 +14,7 @@ import numpy as np
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.scenario import Scenario
 from wss.model.scenario.workload import DenseLayer
+from wss.model.wafer_shards import reachable_wafers, shard_samples
 from wss.model.workload import StreamedKernel, expand_model, kernel_density
 
 __all__ = ["numerics_spec", "run_numerics"]
@@ -45,7 +46,7 @@ def numerics_spec(s: Scenario):
     n = s.numerics
     tr = s.training
     mb = tr.micro_batch if isinstance(tr.micro_batch, int) else None
-    shard = -(-tr.global_batch // s.hardware.wafers)
+    shard = max(shard_samples(s))  # the largest wafer's share of the batch (a wafer cut off has none)
     return NumericsSpec(
         layer_sizes=tuple(sizes),
         densities=tuple(densities),
@@ -63,6 +64,7 @@ def numerics_spec(s: Scenario):
         stream_dtype=_STREAM_DTYPE[tr.weight_precision],
         fan_out=s.hardware.swarmx.fan_out,
         seed=s.seed,
+        cut_off=tuple(sorted(set(range(s.hardware.wafers)) - set(reachable_wafers(s)))),
     )
 
 

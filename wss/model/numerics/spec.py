@@ -72,6 +72,9 @@ class NumericsSpec:
     fan_out
         SwarmX tree fan-out; fixes the order in which wafer gradients are
         summed (see :func:`wss.model.numerics.swarmx.tree_reduce`).
+    cut_off
+        Wafers a SwarmX node that is down cuts off: they train nothing, the
+        batch is split over the others, and the tree sums only theirs.
     """
 
     layer_sizes: tuple[int, ...] = (784, 256, 256, 10)
@@ -92,6 +95,7 @@ class NumericsSpec:
     stream_dtype: str = "float32"
     seed: int = 0
     fan_out: int = 4
+    cut_off: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         sizes = tuple(int(s) for s in self.layer_sizes)
@@ -128,6 +132,7 @@ class NumericsSpec:
             ("micro_batches", self.micro_batches >= 1),
             ("seed", self.seed >= 0),
             ("fan_out", self.fan_out >= 2),
+            ("cut_off", all(0 <= w < self.wafers for w in self.cut_off) and len(set(self.cut_off)) < self.wafers),
         )
         for name, ok in checks:
             if not ok:

@@ -26,13 +26,15 @@ class _Addable(Protocol):
 T = TypeVar("T", bound=_Addable)
 
 
-def tree_reduce(items: Sequence[T], fan_out: int = DEFAULT_FAN_OUT) -> T:
+def tree_reduce(items: Sequence[T | None], fan_out: int = DEFAULT_FAN_OUT) -> T:
     """Sum ``items`` (leaves in wafer order) up a tree of the given fan-out.
 
     Level by level, consecutive groups of ``fan_out`` values are summed left
     to right (``((a + b) + c) + d``); a short last group is summed the same
     way.  With 8 wafers and fan-out 4 that is
-    ``(((g0+g1)+g2)+g3) + (((g4+g5)+g6)+g7)``.
+    ``(((g0+g1)+g2)+g3) + (((g4+g5)+g6)+g7)``.  A ``None`` leaf is a wafer
+    cut off by a node that is down: its node sums the children it has, and a
+    node with none passes ``None`` up.
 
     Parameters
     ----------
@@ -52,12 +54,14 @@ def tree_reduce(items: Sequence[T], fan_out: int = DEFAULT_FAN_OUT) -> T:
     if not level:
         raise ValueError("tree_reduce needs at least one item")
     while len(level) > 1:
-        nxt = []
+        nxt: list[T | None] = []
         for start in range(0, len(level), fan_out):
-            group = level[start : start + fan_out]
-            total = group[0]
+            group = [child for child in level[start : start + fan_out] if child is not None]
+            total = group[0] if group else None
             for child in group[1:]:
-                total = total + child
+                total = total + child  # type: ignore[operator]
             nxt.append(total)
         level = nxt
+    if level[0] is None:
+        raise ValueError("tree_reduce needs at least one item that is not None")
     return level[0]

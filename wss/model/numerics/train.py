@@ -90,19 +90,19 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
             as_streamed(w.with_values(v), spec.stream_dtype) for w, v in zip(structure, masters, strict=True)
         )
         x, labels = task.batch(spec.seed, STREAM_TRAIN, step, spec.global_batch)
-        shards = zip(
-            np.array_split(x, spec.wafers, axis=1), np.array_split(labels, spec.wafers), strict=True
-        )
-        results = [
-            wafer_step(streamed, xs, ys, spec.global_batch, spec.micro_batches, spec.activation)
-            for xs, ys in shards
-        ]
-        loss_sum = tree_reduce([r.loss_sum for r in results], spec.fan_out)
-        n_correct = tree_reduce([r.n_correct for r in results], spec.fan_out)
+        # The batch splits over the wafers the tree reaches; a wafer cut off has no result, and the tree's
+        # sums skip it (its node adds the children it has).
+        live = [w for w in range(spec.wafers) if w not in spec.cut_off]
+        shards = zip(np.array_split(x, len(live), axis=1), np.array_split(labels, len(live)), strict=True)
+        results: list = [None] * spec.wafers
+        for w, (xs, ys) in zip(live, shards):
+            results[w] = wafer_step(streamed, xs, ys, spec.global_batch, spec.micro_batches, spec.activation)
+        loss_sum = tree_reduce([r and r.loss_sum for r in results], spec.fan_out)
+        n_correct = tree_reduce([r and r.n_correct for r in results], spec.fan_out)
         losses.append(loss_sum / spec.global_batch)
         accuracies.append(n_correct / spec.global_batch)
         for layer, (values, state) in enumerate(zip(masters, states, strict=True)):
-            grad = tree_reduce([r.grads[layer] for r in results], spec.fan_out)
+            grad = tree_reduce([r and r.grads[layer] for r in results], spec.fan_out)
             optimizer.update(values, grad.astype(np.float32, copy=False), state)
     final = tuple(w.with_values(v) for w, v in zip(structure, masters, strict=True))
     return NumericsOutcome(
