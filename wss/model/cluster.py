@@ -116,7 +116,8 @@ class Cluster:
         for bw in self.store_parts():
             c[bw.name], c[bw.name + ".bytes"] = bw.busy_s, bw.bytes_moved
         for store in self.activation_stores():
-            c[store.name + ".bytes_stored"] = store.bytes_stored
+            if store.limited:
+                c[store.name + ".bytes_stored"], c[store.name + ".bytes_returned"] = store.bytes_stored, store.bytes
         return c
 
     def store_parts(self) -> list[SharedBandwidth]:
@@ -363,8 +364,8 @@ def store_paths(env: simpy.Environment, plan: Plan, memoryx: MemoryX, memoryx_in
     if store.location == "host":
         return StorePaths(env, host_Bps=store.bandwidth_Bps) if store.bandwidth_Bps is not None else StorePaths(env)
     net = memoryx_rates(plan.scenario).network_Bps
-    paths = StorePaths(env, net_in=SharedBandwidth(env, net, "memoryx.net.in.shared"),
-                       net_out=SharedBandwidth(env, net, "memoryx.net.out"), dram=memoryx.dram)
+    paths = StorePaths(env, net_in=SharedBandwidth(env, net, "memoryx.ports.in"),
+                       net_out=SharedBandwidth(env, net, "memoryx.ports.out"), dram=memoryx.dram)
     memoryx.net_out = paths.net_out
     memoryx_in.shared = paths.net_in
     return paths
