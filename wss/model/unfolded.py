@@ -42,6 +42,7 @@ import simpy
 
 from wss.model.cluster import (
     Cluster,
+    StorePaths,
     _event_count,
     activation_store_settings,
     build_memoryx,
@@ -312,19 +313,7 @@ def build_unfolded(plan: Plan, record: bool = False,
         tree.leaf_down(w).connect(wafer.intake)
         wafer.connect(tree.leaf_up(w).inbox)
         if w_base.offload_bytes_per_token:
-            # As in the folded cluster: offloaded block inputs end at the wafer's edge going up, and come
-            # back on a second channel of its leaf edge.
-            leaf = tree.leaf_down(w)
-            back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s, hw.wafer.ingress_buffer_bytes)
-            back.share_wire(leaf)
-            back.connect(wafer.act_intake)
-            writes, reads = paths.for_wafer(f"wafer.{w}")
-            # On MemoryX's ports a simulated wafer's bytes count for every wafer of its class.
-            store_settings = activation_store_settings(plan, prog, w_base, members[w] if paths.shared else 1.0)
-            store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations.{w}"),
-                                    wafer.forward_done, writes, reads)
-            store.connect(back.inbox)
-            tree.leaf_up(w).route("activation", store.intake)
+            store, back = _activation_store(env, plan, tree, paths, w, wafer, prog, w_base, members[w])
             stores.append(store)
             returns.append(back)
         wafers.append(wafer)
@@ -354,6 +343,28 @@ def build_unfolded(plan: Plan, record: bool = False,
     if plan.layer_runs:
         _mark_layers(cluster)
     return cluster
+
+
+def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, paths: StorePaths, w: int, wafer: Wafer,
+                      program: list[Pass], settings: WaferSettings, members: int) -> tuple[ActivationStore, Link]:
+    """Wafer ``w``'s activation store and the second channel of its leaf edge the block inputs come back on.
+
+    As in the folded cluster: offloaded block inputs leave at the wafer's edge going up (into the store), and
+    come back on a second channel of its leaf edge.  On MemoryX's ports a simulated wafer's bytes count for
+    every wafer of its class (``members``).
+    """
+    leaf = tree.leaf_down(w)
+    back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
+                plan.scenario.hardware.wafer.ingress_buffer_bytes)
+    back.share_wire(leaf)
+    back.connect(wafer.act_intake)
+    writes, reads = paths.for_wafer(f"wafer.{w}")
+    store_settings = activation_store_settings(plan, program, settings, members if paths.shared else 1.0)
+    store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations.{w}"), wafer.forward_done,
+                            writes, reads)
+    store.connect(back.inbox)
+    tree.leaf_up(w).route("activation", store.intake)
+    return store, back
 
 
 def _mark_layers(cluster: UnfoldedCluster) -> None:

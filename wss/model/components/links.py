@@ -225,20 +225,21 @@ class Link:
             if self.occupancy is not None:
                 self.occupancy.append((env._now, len(self.inbox.items)))
             dt = chunk.bytes / bandwidth
-            if self.wire is None and self.shared is None:
+            wire, shared = self.wire, self.shared
+            if wire is None and shared is None:
                 # Wait out the flight of the previous hop and serialise in one event.
                 flight = chunk.ready_at - env._now
                 yield timeout((flight if flight > 0.0 else 0.0) + dt)
-            elif self.shared is not None:  # ports other traffic shares fairly: as long as the transfer takes
+            elif shared is not None:  # ports other traffic shares fairly: as long as the transfer takes
                 if chunk.ready_at > env._now:
                     yield timeout(chunk.ready_at - env._now)
                 t0 = env._now
-                yield self.shared.transfer(chunk.bytes)
+                yield shared.transfer(chunk.bytes)
                 dt = env._now - t0
-            else:  # a shared wire: serialise only while holding it (each channel has its own buffers)
+            elif wire is not None:  # a shared wire: serialise only while holding it (each channel has its own buffers)
                 if chunk.ready_at > env._now:
                     yield timeout(chunk.ready_at - env._now)
-                with self.wire.request() as req:
+                with wire.request() as req:
                     yield req
                     yield timeout(dt)
             now = env._now
