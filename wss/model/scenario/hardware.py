@@ -333,16 +333,8 @@ class ActivationStoreConfig(Frozen):
 
     @property
     def is_default(self) -> bool:
+        """Left out of the scenario (or given as it would be): serialised only otherwise."""
         return self == ActivationStoreConfig()
-
-    def describe(self) -> str:
-        """Where block inputs go and at what rate, in words."""
-        if self.location == "memoryx":
-            return "MemoryX (its network and DRAM, shared with the weight stream and gradients, by every wafer)"
-        rate = (f"{self.bandwidth_Bps / 1e9:.3g} GB/s per wafer" if self.bandwidth_Bps is not None
-                else "no limit beyond the wafer's edge")
-        room = f"{self.capacity_bytes / 1e9:.3g} GB per wafer" if self.capacity_bytes is not None else "no limit"
-        return f"each wafer's hosts ({rate}; room: {room})"
 
 
 class HardwareConfig(Frozen):
