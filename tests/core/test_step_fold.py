@@ -122,7 +122,7 @@ def _snapshots(periods: list[float], states: list[tuple] | None = None) -> dict[
     times = [0.0]
     for p in periods:
         times.append(times[-1] + p)
-    state = ((0, 0), (0, -1.0), 0.0, ())
+    state = ((0, 0), (0, -1.0), 0.0, (), ())
     return {(k, 0): Snapshot(t, 0, {"wafer.compute": t / 2}, (states or [state] * len(times))[k])
             for k, t in enumerate(times)}
 
@@ -136,10 +136,17 @@ def test_analyse_checks_the_premise():
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.1]), [], ends, None, copies=10)
     with pytest.raises(FoldMismatch, match="after they start"):
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0]), [], [1.0, 2.0, 3.0, 4.2, 5.0], None, copies=10)
-    backlog = ((0, 0), (1, 0.5), 0.0, ())
-    states = [((0, 0), (0, -1.0), 0.0, ())] * 3 + [backlog] * 2
+    backlog = ((0, 0), (1, 0.5), 0.0, (), ())
+    states = [((0, 0), (0, -1.0), 0.0, (), ())] * 3 + [backlog] * 2
     with pytest.raises(FoldMismatch, match="queues differ"):
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
+    # A limited activation store: the chunks in its intake and its transfers' bytes left count too.
+    store = [((0, 0), (0, -1.0), 0.0, (), ((1,), ((5.0,),)))] * 3
+    assert analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], store * 2), [], ends, None, copies=10) is not None
+    for other in (((1,), ((6.0,),)), ((2,), ((5.0,),)), ((1,), ((5.0, 1.0),))):
+        states = store + [((0, 0), (0, -1.0), 0.0, (), other)] * 2
+        with pytest.raises(FoldMismatch, match="queues differ"):
+            analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
 
 
 def test_a_failed_step_fold_falls_back_to_every_step_with_micro_batches_still_folded(monkeypatch):

@@ -131,7 +131,7 @@ def _presets() -> int:
     from wss.model.scenario.presets import list_presets, load_model_preset
 
     presets = list_presets()
-    for kind in ("hardware", "wafer", "memoryx", "swarmx", "runtime", "storage"):
+    for kind in ("hardware", "wafer", "memoryx", "swarmx", "runtime", "activation_store", "storage"):
         print(f"{kind}: {', '.join(presets[kind])}")
     print("model:")
     for name in presets["model"]:

@@ -30,6 +30,7 @@ from wss.model.components.inputs import TOKEN_ID_BYTES, InputSettings, InputWork
 from wss.model.components.links import Link
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
+from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.engine import Environment
@@ -81,6 +82,7 @@ class Cluster:
     flash_channel: simpy.Resource
     activations: ActivationStore | None = None
     offload_in: Link | None = None  # the second channel of the wafer's leaf edge, for offloaded activations
+    store_paths: StorePaths | None = None  # a limited activation store's bandwidths
     events: int = 0
     snapshots: dict = field(default_factory=dict)
     fold: Fold | None = None
@@ -111,7 +113,20 @@ class Cluster:
         for link in self.links():
             c[link.name] = link.busy_s
             c[link.name + ".bytes"] = link.bytes
+        for bw in self.store_parts():
+            c[bw.name], c[bw.name + ".bytes"] = bw.busy_s, bw.bytes_moved
+        for store in self.activation_stores():
+            if store.limited:
+                c[store.name + ".bytes_stored"], c[store.name + ".bytes_returned"] = store.bytes_stored, store.bytes
         return c
+
+    def store_parts(self) -> list[SharedBandwidth]:
+        """The bandwidths of a limited activation store (none for the default store)."""
+        return self.store_paths.parts() if self.store_paths is not None else []
+
+    def activation_stores(self) -> list[ActivationStore]:
+        """The simulated wafers' activation stores."""
+        return [self.activations] if self.activations is not None else []
 
     def state(self) -> tuple:
         """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
@@ -119,13 +134,25 @@ class Cluster:
                                                           self.memoryx.grad_inbox]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged,
-                self.memoryx.dram.remaining())
+                self.memoryx.dram.remaining(), self.store_state())
+
+    def store_state(self) -> tuple:
+        """What a limited activation store holds or moves: empty for the default store, so its state is as before."""
+        if not self.store_parts():
+            return ()
+        return (tuple(s.waiting() for s in self.activation_stores()),
+                tuple(bw.remaining() for bw in self.store_parts()))
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
         names: dict[int, str] = {id(link.inbox): f"the inbox of {link.name}" for link in self.links()}
         names[id(self.wafer.intake)] = "the wafer's intake"
         names[id(self.wafer.act_intake)] = "the wafer's intake of offloaded activations"
+        for store in self.activation_stores():
+            if store.intake is not None:
+                names[id(store.intake)] = f"the intake of {store.name}'s store"
+            for index, ev in store.stored.items():
+                names[id(ev)] = f"{store.name}'s store to hold the block input of pass {index}"
         for (step, mb), ev in self.wafer.forward_done.items():
             names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
         names[id(self.memoryx.grad_inbox)] = "MemoryX's gradient inbox"
@@ -273,15 +300,80 @@ def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
     return {pos: float(widths[b] * act_b) for b, pos in starts.items() if b in widths}
 
 
-def activation_store_settings(plan: Plan, program: list[Pass], wafer: WaferSettings) -> ActivationStoreSettings:
-    """The block inputs to send back, one per recompute of a block's first op, in program order."""
+def activation_store_settings(plan: Plan, program: list[Pass], wafer: WaferSettings,
+                              copies: float = 1.0) -> ActivationStoreSettings:
+    """The block inputs to send back, one per recompute of a block's first op, in program order; a limited
+    store's intake is a SwarmX port's buffer, and its bytes stand for ``copies`` wafers' on shared parts."""
+    sent = {(p.step, p.micro_batch, p.op): p.index for p in program if p.phase == "forward"}
     returns = tuple(
-        ActivationReturn(p.step, p.micro_batch, p.index, total, wafer.offload_chunks(total))
+        ActivationReturn(p.step, p.micro_batch, p.index, total, wafer.offload_chunks(total),
+                         sent.get((p.step, p.micro_batch, p.op), -1))
         for p in program
         if p.phase == "recompute" and p.op in wafer.offload_bytes_per_token
         for total in (wafer.offload_bytes_per_token[p.op] * p.tokens,)
     )
-    return ActivationStoreSettings(returns)
+    return ActivationStoreSettings(returns, intake_bytes=plan.scenario.hardware.swarmx.port_buffer_bytes,
+                                   copies=copies)
+
+
+@dataclass
+class StorePaths:
+    """The bandwidths of a limited activation store (``hardware.activation_store``), built once per run.
+
+    ``host``: each wafer's store gets a bandwidth of its own (:meth:`for_wafer`), shared by both
+    directions.  ``memoryx``: every wafer's store shares MemoryX's network ports (``net_in`` beside
+    the gradient intake, ``net_out`` beside the weight stream) and its DRAM.  Unlimited: no paths.
+    """
+
+    env: simpy.Environment
+    host_Bps: float | None = None
+    net_in: SharedBandwidth | None = None
+    net_out: SharedBandwidth | None = None
+    dram: SharedBandwidth | None = None
+    hosts: list[SharedBandwidth] = field(default_factory=list)
+
+    def for_wafer(self, name: str) -> tuple[tuple[SharedBandwidth, ...], tuple[SharedBandwidth, ...]]:
+        """What a byte going into one wafer's store crosses, and a byte coming back."""
+        if self.host_Bps is not None:
+            own = SharedBandwidth(self.env, self.host_Bps, f"{name}.store")
+            self.hosts.append(own)
+            return (own,), (own,)
+        if self.net_in is not None and self.net_out is not None and self.dram is not None:
+            return (self.net_in, self.dram), (self.net_out, self.dram)
+        return (), ()
+
+    @property
+    def shared(self) -> bool:
+        """Do the wafers' stores share their bandwidths (MemoryX), so each byte counts for every wafer it stands for?"""
+        return self.net_in is not None
+
+    def parts(self) -> list[SharedBandwidth]:
+        """Every bandwidth the stores use, for counters, state and utilisation."""
+        shared = [bw for bw in (self.net_in, self.net_out) if bw is not None]
+        return [*shared, *self.hosts]
+
+
+def store_paths(env: simpy.Environment, plan: Plan, memoryx: MemoryX, memoryx_in: Link) -> StorePaths:
+    """The store's bandwidths; with ``memoryx``, MemoryX's stream and gradient intake move onto the shared ports.
+
+    Only an offloading plan with a limited store changes anything: the default keeps today's parts as they are.
+    """
+    store = plan.scenario.hardware.activation_store
+    if plan.checkpointing != "offload" or store.is_unlimited:
+        return StorePaths(env)
+    if store.location == "host":
+        return StorePaths(env, host_Bps=store.bandwidth_Bps) if store.bandwidth_Bps is not None else StorePaths(env)
+    net = memoryx_rates(plan.scenario).network_Bps
+    paths = StorePaths(env, net_in=SharedBandwidth(env, net, "memoryx.ports.in"),
+                       net_out=SharedBandwidth(env, net, "memoryx.ports.out"), dram=memoryx.dram)
+    memoryx.net_out = paths.net_out
+    memoryx_in.shared = paths.net_in
+    return paths
+
+
+def folded_copies(plan: Plan) -> float:
+    """Wafers the folded cluster's one wafer stands for on shared parts: every wafer's bytes over the busiest's."""
+    return sum(plan.wafer_samples) / max(plan.wafer_samples)
 
 
 def memoryx_in_link(env: simpy.Environment, plan: Plan) -> Link:
@@ -323,17 +415,22 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     wafer = Wafer(env, w_settings, program, inputs.ready, inputs.mb_started)
     wafer.progress = progress
     activations, returns = None, None
+    paths = store_paths(env, plan, memoryx, memoryx_in)
     if w_settings.offload_bytes_per_token:
-        # Offloaded block inputs end at the wafer's edge going up, and come back on a second channel of the
-        # wafer's leaf edge (its own buffers, the same wire as the weights).
+        # Offloaded block inputs leave at the wafer's edge going up (into the store's intake, or nowhere for an
+        # unlimited store), and come back on a second channel of the wafer's leaf edge (its own buffers, the
+        # same wire as the weights).
         leaf = swarmx.down[-1]
         returns = Link(env, "wafer.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
                        plan.scenario.hardware.wafer.ingress_buffer_bytes)
         returns.share_wire(leaf)
         returns.connect(wafer.act_intake)
-        activations = ActivationStore(env, activation_store_settings(plan, program, w_settings), wafer.forward_done)
+        writes, reads = paths.for_wafer("wafer")
+        copies = folded_copies(plan) if paths.shared else 1.0  # on MemoryX's ports the wafer stands for them all
+        store_settings = activation_store_settings(plan, program, w_settings, copies)
+        activations = ActivationStore(env, store_settings, wafer.forward_done, writes, reads)
         activations.connect(returns.inbox)
-        swarmx.up[0].route("activation", None)
+        swarmx.up[0].route("activation", activations.intake)
 
     memoryx.connect(swarmx.down[0].inbox)
     swarmx.down[-1].connect(wafer.intake)
@@ -342,7 +439,7 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     memoryx_in.connect(memoryx.grad_inbox)
 
     cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel,
-                      activations, returns)
+                      activations, returns, paths)
     if record:
         memoryx.record()
         for link in cluster.links():
@@ -389,6 +486,8 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
     if cluster.activations is not None:
         processes[cluster.activations.name] = env.process(cluster.activations.run())
+        if cluster.activations.limited:
+            processes[cluster.activations.name + ".absorb"] = env.process(cluster.activations.absorb())
     processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.

@@ -41,7 +41,7 @@ class Snapshot:
     time: float
     timeline_len: int
     counters: dict[str, float]
-    state: tuple  # queue lengths, optimizer backlog, staged bytes (see Cluster.state)
+    state: tuple  # queue lengths, optimizer backlog, staged bytes, ... (see Cluster.state)
 
 
 @dataclass(frozen=True)
@@ -91,16 +91,32 @@ def seconds_by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str
 
 
 def _same_state(a: tuple, b: tuple, period: float) -> bool:
-    """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left."""
-    (stores_a, (queued_a, running_a), staged_a, dram_a), (stores_b, (queued_b, running_b), staged_b, dram_b) = a, b
+    """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left; with a
+    limited activation store, equal chunks and block inputs held and (to rounding) its transfers' bytes left."""
+    (stores_a, (queued_a, running_a), staged_a, dram_a, held_a) = a
+    (stores_b, (queued_b, running_b), staged_b, dram_b, held_b) = b
     return (
         stores_a == stores_b
-        and len(dram_a) == len(dram_b)
-        and all(_close(x, y) for x, y in zip(dram_a, dram_b))
+        and _same_transfers(dram_a, dram_b)
         and queued_a == queued_b
         and abs(running_a - running_b) <= REL_TOL * max(period, 1e-300)
         and _close(staged_a, staged_b)
+        and _same_store(held_a, held_b)
     )
+
+
+def _same_transfers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """As many transfers under way, each with (to rounding) the same bytes left."""
+    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+
+
+def _same_store(a: tuple, b: tuple) -> bool:
+    """The activation store's part of :func:`_same_state` (``Cluster.store_state``; empty when unlimited)."""
+    if not a or not b:
+        return a == b
+    (held_a, bandwidths_a), (held_b, bandwidths_b) = a, b
+    return held_a == held_b and len(bandwidths_a) == len(bandwidths_b) and all(
+        _same_transfers(x, y) for x, y in zip(bandwidths_a, bandwidths_b))
 
 
 def _close(a: float, b: float) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wss.model.cluster import Cluster
+from wss.model.components.activations import ActivationStore
 from wss.model.components.wafer import Wafer
 from wss.model.energy import energy_summary
 from wss.model.fold import Fold
@@ -245,6 +246,7 @@ def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
     utilisation["memoryx.dram"] = cluster.total("memoryx.dram.bytes") / (cluster.memoryx.dram.bandwidth_Bps * total)
     for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
         utilisation[link.name] = cluster.total(link.name) / total
+    utilisation.update(_store_utilisation(cluster, total))
     return utilisation
 
 
@@ -254,6 +256,25 @@ def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
     if not isinstance(cluster, UnfoldedCluster):
         return [cluster.total("wafer.compute") / total] * cluster.plan.scenario.hardware.wafers
     return [cluster.total(f"wafer.{s}.compute") / total if s >= 0 else 0.0 for s in cluster.stand_in]
+
+
+def _store_utilisation(cluster: Cluster, total: float) -> dict[str, float]:
+    """A limited activation store's parts: the fraction of each bandwidth used (all its traffic), and
+    ``activations.store``, the fraction of the store's bandwidth that block inputs use, both directions (a host
+    store: the representative wafer's own; MemoryX: its network, for every wafer).  None for the default store."""
+    paths, rep = cluster.store_paths, cluster.activations
+    if paths is None or rep is None or not rep.limited:
+        return {}
+
+    def moved(store: ActivationStore) -> float:
+        return cluster.total(store.name + ".bytes_stored") + cluster.total(store.name + ".bytes_returned")
+
+    if paths.net_in is None:
+        return {"activations.store": moved(rep) / (rep.writes[0].bandwidth_Bps * total)}
+    out = {bw.name: cluster.total(bw.name + ".bytes") / (bw.bandwidth_Bps * total) for bw in paths.parts()}
+    every = sum(moved(store) * store.settings.copies for store in cluster.activation_stores())
+    out["activations.store"] = every / (2 * paths.net_in.bandwidth_Bps * total)
+    return out
 
 
 def _cluster_facts(cluster: Cluster) -> dict[str, Any]:

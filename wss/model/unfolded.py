@@ -42,12 +42,14 @@ import simpy
 
 from wss.model.cluster import (
     Cluster,
+    StorePaths,
     _event_count,
     activation_store_settings,
     build_memoryx,
     check_layer_crossings,
     input_settings,
     memoryx_in_link,
+    store_paths,
     swarmx_settings,
     wafer_settings,
 )
@@ -163,7 +165,10 @@ class UnfoldedCluster(Cluster):
         stores += [s for w in self.simulated for s in (w.intake, w.act_intake)]
         staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
         lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
-        return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining())
+        return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining(), self.store_state())
+
+    def activation_stores(self) -> list[ActivationStore]:
+        return list(self.stores)
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         names, where = super().wait_context()
@@ -282,6 +287,8 @@ def build_unfolded(plan: Plan, record: bool = False,
     stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
     memoryx_in = memoryx_in_link(env, plan)
+    paths = store_paths(env, plan, memoryx, memoryx_in)
+    members = [sum(1 for s in stand_in if s == w) for w in range(hw.wafers)]  # wafers each simulated one stands for
     sizes = wafer_micro_batches(plan)
     programs = _programs(plan, program, sizes)
     w_base = _all_token_counts(plan, sizes)
@@ -306,16 +313,7 @@ def build_unfolded(plan: Plan, record: bool = False,
         tree.leaf_down(w).connect(wafer.intake)
         wafer.connect(tree.leaf_up(w).inbox)
         if w_base.offload_bytes_per_token:
-            # As in the folded cluster: offloaded block inputs end at the wafer's edge going up, and come
-            # back on a second channel of its leaf edge.
-            leaf = tree.leaf_down(w)
-            back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s, hw.wafer.ingress_buffer_bytes)
-            back.share_wire(leaf)
-            back.connect(wafer.act_intake)
-            store = ActivationStore(env, dataclasses.replace(activation_store_settings(plan, prog, w_base),
-                                                             name=f"activations.{w}"), wafer.forward_done)
-            store.connect(back.inbox)
-            tree.leaf_up(w).route("activation", None)
+            store, back = _activation_store(env, plan, tree, paths, w, wafer, prog, w_base, members[w])
             stores.append(store)
             returns.append(back)
         wafers.append(wafer)
@@ -328,7 +326,7 @@ def build_unfolded(plan: Plan, record: bool = False,
     offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
     cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, optimizer, tree, memoryx_in,
                               wafers[rep], inputs[at], flash_channel, stores[at] if stores else None, offload_in,
-                              wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
+                              paths, wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
                               returns=returns)
     if record:
         memoryx.record()
@@ -345,6 +343,28 @@ def build_unfolded(plan: Plan, record: bool = False,
     if plan.layer_runs:
         _mark_layers(cluster)
     return cluster
+
+
+def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, paths: StorePaths, w: int, wafer: Wafer,
+                      program: list[Pass], settings: WaferSettings, members: int) -> tuple[ActivationStore, Link]:
+    """Wafer ``w``'s activation store and the second channel of its leaf edge the block inputs come back on.
+
+    As in the folded cluster: offloaded block inputs leave at the wafer's edge going up (into the store), and
+    come back on a second channel of its leaf edge.  On MemoryX's ports a simulated wafer's bytes count for
+    every wafer of its class (``members``).
+    """
+    leaf = tree.leaf_down(w)
+    back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
+                plan.scenario.hardware.wafer.ingress_buffer_bytes)
+    back.share_wire(leaf)
+    back.connect(wafer.act_intake)
+    writes, reads = paths.for_wafer(f"wafer.{w}")
+    store_settings = activation_store_settings(plan, program, settings, members if paths.shared else 1.0)
+    store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations.{w}"), wafer.forward_done,
+                            writes, reads)
+    store.connect(back.inbox)
+    tree.leaf_up(w).route("activation", store.intake)
+    return store, back
 
 
 def _mark_layers(cluster: UnfoldedCluster) -> None:
@@ -433,6 +453,8 @@ def run_unfolded(plan: Plan, record: bool = False,
         processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
     for store in cluster.stores:
         processes[store.name] = env.process(store.run())
+        if store.limited:
+            processes[store.name + ".absorb"] = env.process(store.absorb())
     env.process(_mark_steps(cluster))
     done = [env.process(w.run()) for w in cluster.simulated]
     processes.update({w.name: p for w, p in zip(cluster.simulated, done)})

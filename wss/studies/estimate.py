@@ -86,6 +86,7 @@ from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import job_seconds, job_traffic
 from wss.model.memoryx_rates import memoryx_rates
 from wss.model.plan import KernelPlan, Plan, make_plan
+from wss.model.plan.activation_store import store_extra_s, store_rates
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
@@ -669,11 +670,13 @@ def _fixed_costs(plan: Plan) -> tuple[float, float]:
     return kernel_passes * rt.kernel_switch_s, runtime
 
 
-def _offload_s(plan: Plan, passes_s: float) -> float:
+def _offload_s(plan: Plan, passes_s: float, model: _Model) -> float:
     """With activation offload: what the block inputs add to a step, out and back over the wafer's edge.
 
     As the planner prices it: each micro-batch's block inputs cross the leaf edge out (beside the
-    gradients) and back (beside the weights) in whatever time those have to spare; the rest adds.
+    gradients) and back (beside the weights) in whatever time those have to spare; the rest adds.  A store
+    slower than that (``hardware.activation_store``) adds what its own closed form says, where it is the
+    larger (:func:`~wss.model.plan.activation_store.store_extra_s`).
     """
     if plan.checkpointing != "offload":
         return 0.0
@@ -686,11 +689,24 @@ def _offload_s(plan: Plan, passes_s: float) -> float:
                for kp in plan.kernels)
     up = sum(kp.grad_bytes for kp in plan.kernels)
     busy = passes_s / len(plan.micro_batches)
+    store = store_rates(s, plan.wafer_samples)
     out = 0.0
     for tokens in plan.tokens_per_micro_batch:
         act = tokens * per_token / edge
-        out += max(0.0, act - max(0.0, busy - down / edge), act - max(0.0, busy - up / edge))
+        extra = max(0.0, act - max(0.0, busy - down / edge), act - max(0.0, busy - up / edge))
+        if store is not None:
+            extra = max(extra, store_extra_s(store, tokens * per_token, busy, _backward_share(model, tokens), down))
+        out += extra
     return out
+
+
+def _backward_share(model: _Model, tokens: int) -> float:
+    """The share of a micro-batch's passes in the backward sweep (recomputes included), each pass at the slower
+    of its stream and its compute: when the returning block inputs have to cross the store."""
+    its, _ = model.items(tokens)
+    time = [max(it.stream_s, it.paced_s, it.up_s) for it in its]
+    total = sum(time)
+    return sum(t for t, it in zip(time, its) if it.phase != "forward") / total if total > 0 else 0.5
 
 
 def estimate_plan(plan: Plan) -> Estimate:
@@ -700,7 +716,7 @@ def estimate_plan(plan: Plan) -> Estimate:
     way = model.ways[0]
     terms, breakdown, pacing = _per_step(_run(model, s.training.steps), s.training.steps)
     switch, runtime = _fixed_costs(plan)
-    offload = _offload_s(plan, terms["passes"])
+    offload = _offload_s(plan, terms["passes"], model)
     for part in (terms, breakdown, pacing):
         part["switch"], part["runtime"], part["offload"] = switch, runtime, offload
     step = sum(terms.values())

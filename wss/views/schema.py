@@ -5,7 +5,7 @@ out, the model as its list of layers.  A scenario file is shorter: it names pres
 (``hardware: {preset: cs2-cluster}``, ``workload: {model: gpt3-175b}``) and overrides a few
 fields beside them.  :func:`scenario_schema` adapts the pydantic schema to that:
 
-* ``hardware``, ``hardware.wafer`` (``memoryx``, ``swarmx``, ``runtime``) and ``workload.model``
+* ``hardware``, ``hardware.wafer`` (``memoryx``, ``swarmx``, ``runtime``, ``activation_store``) and ``workload.model``
   take a preset name (an enum of the shipped ones, so editors complete them) or a mapping with an
   optional ``preset`` key; a field of a part that a preset can give is not required there, and
   ``hardware`` or ``workload.model`` without a preset must list its parts (layers);
@@ -140,11 +140,11 @@ def _retitle(schema: dict[str, Any]) -> None:
 
 #: Defs a preset can fill in: their fields are optional in a file, and each takes a ``preset`` key.
 _PART_DEFS = {"WaferConfig": "wafer", "MemoryXConfig": "memoryx", "SwarmXConfig": "swarmx",
-              "RuntimeConfig": "runtime"}
+              "RuntimeConfig": "runtime", "ActivationStoreConfig": "activation_store"}
 
 
 def _preset_name(kind: str, names: list[str]) -> dict[str, Any]:
-    return {"title": f"{kind.capitalize()} preset", "type": "string", "enum": names,
+    return {"title": f"{kind.replace('_', ' ').capitalize()} preset", "type": "string", "enum": names,
             "description": f"Name of a shipped {kind} preset (wss presets lists them); fields given beside it "
                            "override the preset's."}
 
@@ -154,7 +154,7 @@ def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> Non
     defs = schema["$defs"]
     for def_name, kind in (*_PART_DEFS.items(), ("HardwareConfig", "hardware"), ("ModelConfig", "model")):
         d = defs[def_name]
-        name_schema = _preset_name(kind, presets[kind])
+        name_schema = _preset_name(kind, presets.get(kind, []))
         d["properties"] = {"preset": name_schema, **{k: v for k, v in d["properties"].items() if k != "preset"}}
         required = d.pop("required", [])
         if def_name in ("HardwareConfig", "ModelConfig") and required:
@@ -167,7 +167,7 @@ def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> Non
     for kind in _PART_DEFS.values():
         prop = hardware[kind]
         ref = {"$ref": prop.pop("$ref")}
-        prop["anyOf"] = [_preset_name(kind, presets[kind]), ref]
+        prop["anyOf"] = [_preset_name(kind, presets.get(kind, [])), ref]
     model = defs["WorkloadConfig"]["properties"]["model"]
     model["anyOf"] = [_preset_name("model", presets["model"]), {"$ref": model.pop("$ref")}]
     top = schema["properties"]["hardware"]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wss.model.plan import Plan
+from wss.model.plan.activation_store import offload_bytes
 from wss.model.scenario import HardwareConfig
 from wss.model.scenario.faults import describe_edges
 from wss.model.scenario.presets import list_presets
@@ -82,6 +83,29 @@ def _placement_lines(components: dict[str, dict[str, float]], label: str) -> lis
     return [f"  {label}{parts}"]
 
 
+def _store_rate(hw: HardwareConfig) -> str:
+    """Where offloaded block inputs go and at what rate (``hardware.activation_store``), in words."""
+    store = hw.activation_store
+    if store.location == "memoryx":
+        mx = hw.memoryx
+        return (f"to MemoryX: its network, {si(mx.shards * mx.network_bandwidth_Bps, 'B/s')} each way for all "
+                f"{hw.wafers} wafers, shared with the weight stream and gradients, and its DRAM")
+    edge = f"the wafer's edge ({si(min(hw.wafer.io_bandwidth_Bps, hw.swarmx.link_bandwidth_Bps), 'B/s')}, shared " \
+           "with weights and gradients)"
+    if store.bandwidth_Bps is None:
+        return f"to each wafer's hosts, as fast as {edge}: the store's own rate is not limited (an assumption)"
+    return f"to each wafer's hosts at {si(store.bandwidth_Bps, 'B/s')} both ways together, through {edge}"
+
+
+def _offload_lines(hw: HardwareConfig, per_micro_batch: float, room: float | None, label: str) -> list[str]:
+    """With offload: where block inputs go, at what rate, and their size against the store's room."""
+    held = f"{fmt_bytes(per_micro_batch)} per wafer per micro-batch"
+    if room is not None:
+        held += f" in {fmt_bytes(room)} of room" + (" (all wafers')" if hw.activation_store.location == "memoryx"
+                                                    else " per wafer")
+    return [f"  {label}block inputs {_store_rate(hw)}; {held}"]
+
+
 def format_plan(plan: Plan) -> str:
     s = plan.scenario
     lines = [_headline(s, plan.params, plan.nnz), *_limits_line(s.hardware)]
@@ -96,6 +120,12 @@ def format_plan(plan: Plan) -> str:
     )
     if plan.choice is not None:
         lines.append(f"  plan        {plan.choice.line()}")
+    if plan.checkpointing == "offload":
+        one, _ = offload_bytes(s, plan.ops, plan.wafer_samples, plan.micro_batches)
+        mx = s.hardware.memoryx
+        room = (s.hardware.activation_store.capacity_bytes if s.hardware.activation_store.location == "host"
+                else max(0.0, mx.dram_total_bytes - plan.memoryx_dram_bytes - plan.staging_bytes))
+        lines.extend(_offload_lines(s.hardware, one, room, f"{'offload':<12}"))
     lines.append(
         f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
         f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
@@ -215,6 +245,8 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     lines.extend(_placement_lines(m.memoryx_components, f"{'in flash':<13}"))
     if r.plan_choice is not None:
         lines.append(f"  plan         {r.plan_choice.line()}")
+    if m.activation_checkpointing == "offload":
+        lines.extend(_offload_result_lines(r))
     lines += _wafers_lines(r)
     lines += _failures_lines(r)
     busiest = sorted(r.utilisation.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
@@ -241,6 +273,17 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
             line += f"; diverged: loss not finite from step {ls.index(None)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _offload_result_lines(r: Result) -> list[str]:
+    """Where block inputs went, at what rate, how many bytes a wafer sent back per step and how busy the store was."""
+    back = r.link_bytes.get("activations->wafer")
+    line = f"  offload      block inputs {_store_rate(r.scenario.hardware)}"
+    if back is not None:
+        line += f"; {fmt_bytes(back.per_link_bytes)} per wafer per step each way"
+    if "activations.store" in r.utilisation:
+        line += f"; store {r.utilisation['activations.store']:.0%} busy with them"
+    return [line]
 
 
 def _num(value: float | None, spec: str) -> str:

@@ -3,101 +3,23 @@
 The weight stream reads master weights (or flash-staged chunks) from DRAM,
 the gradient intake writes the summed gradients that arrive from SwarmX,
 flash prefetch writes staged chunks, and the optimizer reads and writes the
-DRAM-resident state.  They all draw on the same memory, so :class:`SharedDram`
-serves transfers by processor sharing: ``n`` transfers in progress each move
-at ``bandwidth / n``.  That is the fluid limit of a memory controller that
-interleaves its requesters fairly; a transfer alone runs at the full rate, so
-``bytes / bandwidth`` exactly.
-
-Processor sharing is computed in virtual time (Kleinrock, "Queueing Systems,
-Volume 2", 1976, section 4.4): the virtual clock ``V`` advances at
-``bandwidth / n``, a transfer of ``b`` bytes that starts at virtual time ``v``
-ends when ``V = v + b``, and the order of those ends never changes once the
-transfer starts.  One timer is pending at a time, for the earliest end; a
-transfer that starts or ends moves it.  No process runs: the timer's callback
-does the work, so an uncontended transfer costs one timeout.
+DRAM-resident state; with ``hardware.activation_store.location: memoryx`` the
+offloaded block inputs of every wafer land there and are read back too.  They
+all draw on the same memory, so :class:`SharedDram` serves transfers by
+processor sharing (:class:`~wss.model.components.shared_bandwidth.SharedBandwidth`).
 """
 
 from __future__ import annotations
 
-import heapq
-
 import simpy
+
+from wss.model.components.shared_bandwidth import SharedBandwidth
 
 __all__ = ["SharedDram"]
 
 
-class SharedDram:
-    """A bandwidth shared fairly by the transfers in progress (processor sharing).
-
-    ``transfer(nbytes)`` returns an event that fires when the bytes have moved.
-    ``bytes_moved`` and ``busy_s`` (time with at least one transfer in progress)
-    are counters for results and folding.
-    """
+class SharedDram(SharedBandwidth):
+    """MemoryX's DRAM bandwidth (all shards together), shared fairly by the transfers in progress."""
 
     def __init__(self, env: simpy.Environment, bandwidth_Bps: float, name: str = "memoryx.dram"):
-        if not bandwidth_Bps > 0:
-            raise ValueError("DRAM bandwidth must be positive")
-        self.env = env
-        self.bandwidth_Bps = float(bandwidth_Bps)
-        self.name = name
-        self._heap: list[tuple[float, int, simpy.Event]] = []  # (virtual end, sequence, event)
-        self._seq = 0
-        self._virtual = 0.0
-        self._since = 0.0  # when the virtual clock was last brought up to date
-        self._timer_gen = 0
-        self.bytes_moved = 0.0
-        self.busy_s = 0.0
-
-    @property
-    def in_progress(self) -> int:
-        """Transfers under way."""
-        return len(self._heap)
-
-    def remaining(self) -> tuple[float, ...]:
-        """Bytes left of each transfer under way, earliest end first (part of the state fold checks compare)."""
-        self._advance()
-        return tuple(end - self._virtual for end, _, _ in sorted(self._heap))
-
-    def transfer(self, nbytes: float) -> simpy.Event:
-        """Move ``nbytes`` through DRAM; the event fires when they have moved."""
-        done = self.env.event()
-        if nbytes <= 0:
-            done.succeed()
-            return done
-        self._advance()
-        self.bytes_moved += nbytes
-        self._seq += 1
-        heapq.heappush(self._heap, (self._virtual + nbytes, self._seq, done))
-        self._schedule()
-        return done
-
-    def _advance(self) -> None:
-        """Bring the virtual clock up to now."""
-        now = self.env.now
-        if self._heap:
-            self._virtual += (now - self._since) * self.bandwidth_Bps / len(self._heap)
-            self.busy_s += now - self._since
-        self._since = now
-
-    def _schedule(self) -> None:
-        """Arm one timer for the earliest end (earlier timers become stale)."""
-        self._timer_gen += 1
-        if not self._heap:
-            self._virtual = 0.0  # idle: restart the clock, so a lone transfer takes exactly bytes / bandwidth
-            return
-        gen = self._timer_gen
-        delay = max(0.0, (self._heap[0][0] - self._virtual) * len(self._heap) / self.bandwidth_Bps)
-        timer = self.env.timeout(delay)
-        timer.callbacks.append(lambda _ev: self._on_timer(gen))
-
-    def _on_timer(self, gen: int) -> None:
-        if gen != self._timer_gen:
-            return  # a transfer started or ended since this timer was armed
-        self._advance()
-        end = self._heap[0][0]
-        self._virtual = max(self._virtual, end)  # the timer was armed for this end: no rounding left over
-        tolerance = 1e-12 * max(1.0, abs(end))
-        while self._heap and self._heap[0][0] <= self._virtual + tolerance:
-            heapq.heappop(self._heap)[2].succeed()
-        self._schedule()
+        super().__init__(env, bandwidth_Bps, name)

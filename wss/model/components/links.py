@@ -25,6 +25,8 @@ import simpy
 from simpy.events import NORMAL, PENDING
 from simpy.resources.store import StoreGet, StorePut
 
+from wss.model.components.shared_bandwidth import SharedBandwidth
+
 __all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Inlet", "Link", "chunks_buffered"]
 
 
@@ -184,6 +186,8 @@ class Link:
         self.routes: dict[str, Inlet | None] = {}
         #: The physical wire, when another Link (a second channel on the same edge) shares it.
         self.wire: simpy.Resource | None = None
+        #: Ports shared fairly with other traffic (processor sharing), when set: they replace ``bandwidth_Bps``.
+        self.shared: SharedBandwidth | None = None
         self.busy_s = 0.0
         self.bytes = 0.0
         self.chunks = 0
@@ -221,14 +225,21 @@ class Link:
             if self.occupancy is not None:
                 self.occupancy.append((env._now, len(self.inbox.items)))
             dt = chunk.bytes / bandwidth
-            if self.wire is None:
+            wire, shared = self.wire, self.shared
+            if wire is None and shared is None:
                 # Wait out the flight of the previous hop and serialise in one event.
                 flight = chunk.ready_at - env._now
                 yield timeout((flight if flight > 0.0 else 0.0) + dt)
-            else:  # a shared wire: serialise only while holding it (each channel has its own buffers)
+            elif shared is not None:  # ports other traffic shares fairly: as long as the transfer takes
                 if chunk.ready_at > env._now:
                     yield timeout(chunk.ready_at - env._now)
-                with self.wire.request() as req:
+                t0 = env._now
+                yield shared.transfer(chunk.bytes)
+                dt = env._now - t0
+            elif wire is not None:  # a shared wire: serialise only while holding it (each channel has its own buffers)
+                if chunk.ready_at > env._now:
+                    yield timeout(chunk.ready_at - env._now)
+                with wire.request() as req:
                     yield req
                     yield timeout(dt)
             now = env._now

@@ -37,6 +37,7 @@ from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
 from wss.model.components.optimizer_costs import StateTiers
+from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.program import Pass
 
 __all__ = ["KernelStore", "MemoryXSettings", "MemoryX"]
@@ -104,6 +105,9 @@ class MemoryX:
         self.latency_s = settings.latency_s
         self.dram = dram
         self.net_Bps = settings.network_Bps
+        #: MemoryX's network ports toward SwarmX, when other traffic shares them (block inputs going back to
+        #: the wafers from an activation store in MemoryX); None: the stream has them to itself.
+        self.net_out: SharedBandwidth | None = None
         self.flash_read_Bps = settings.flash_read_Bps
         self.out: simpy.Store | None = None
         self.grad_inbox = simpy.Store(env)
@@ -208,7 +212,10 @@ class MemoryX:
                         if cause == "stream":
                             cause, cause_wait = "flash", env.now - t0
                 t0 = env.now
-                yield env.all_of([self.dram.transfer(read_c), env.timeout(bytes_c / self.net_Bps)])
+                if self.net_out is None:
+                    yield env.all_of([self.dram.transfer(read_c), env.timeout(bytes_c / self.net_Bps)])
+                else:
+                    yield env.all_of([self.dram.transfer(read_c), self.net_out.transfer(bytes_c)])
                 dt = env.now - t0
                 self.stream_busy_s += dt
                 self.bytes_out += bytes_c

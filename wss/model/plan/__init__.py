@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from wss.model.components.optimizer_costs import OPTIMIZER_COSTS
 from wss.model.kernels.cycles import NnzProfile
+from wss.model.plan.activation_store import fit_store
 from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
 from wss.model.plan.formats import INDEX_BYTES as INDEX_BYTES
 from wss.model.plan.formats import STORED_INDEX_BYTES as STORED_INDEX_BYTES
@@ -106,13 +107,16 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
     candidates = micro_batch_candidates(s, ops, retained_weight_bytes(s, specs, streams), max(samples))
     placement = place_state(s, specs, nnz_profiles, opt)
-    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt)
+    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt, samples)
     single: Placement | None = place_state(s, specs, nnz_profiles, opt, accumulates=False)
     if single is not None and single.component_tiers != placement.component_tiers:
-        costing = replace(costing, single=Costing.of(s, ops, specs, nnz_profiles, streams, single, opt))
+        costing = replace(costing, single=Costing.of(s, ops, specs, nnz_profiles, streams, single, opt, samples))
     else:
         single = None
-    return PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing, single)
+    inputs = PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing, single)
+    # Offload needs room in the activation store for a micro-batch's block inputs (after placement: in MemoryX
+    # they share the DRAM the model state leaves).
+    return replace(inputs, candidates=fit_store(s, ops, samples, candidates, inputs.placement_for))
 
 
 def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> list[CandidateCost]:

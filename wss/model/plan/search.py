@@ -48,9 +48,10 @@ from wss.model.components.links import chunks_buffered
 from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
 from wss.model.memoryx_rates import memoryx_rates
+from wss.model.plan.activation_store import StoreRates, offload_bytes_per_token, store_extra_s, store_rates
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.kernels import chunk_count
-from wss.model.plan.micro_batching import Candidate, block_input_widths
+from wss.model.plan.micro_batching import Candidate
 from wss.model.plan.placement import Placement
 from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
@@ -95,6 +96,8 @@ class Costing:
     #: The pricing of one-micro-batch candidates when their placement differs (the gradient accumulators,
     #: idle without accumulation, then go to flash before the moments do): see placement.place_state.
     single: Costing | None = None
+    #: The activation store's limits (``hardware.activation_store``); None: only the wafer's edge limits offload.
+    store: StoreRates | None = None
 
     @classmethod
     def of(
@@ -106,6 +109,7 @@ class Costing:
         streams: list[WeightStream],
         placement: Placement,
         optimizer: OptimizerCost,
+        wafer_samples: Sequence[int] = (1,),
     ) -> Costing:
         hw, s = scenario.hardware, scenario
         sx = hw.swarmx
@@ -162,8 +166,7 @@ class Costing:
                 (depth * (b[:, 0] + 1) + np.array([chunks_buffered(hw.wafer.ingress_buffer_bytes, x / n)
                                                    for x, n in zip(stream_b, chunks)])) * stream_s / chunks)),
             op_count=(len(wafer_ops), sum(op.block is not None for op in wafer_ops)),
-            offload_bytes_per_token=float(sum(block_input_widths(ops).values())
-                                          * PRECISION_BYTES[s.training.activation_precision]),
+            offload_bytes_per_token=offload_bytes_per_token(s, ops),
             edge_Bps=float(edge),
             grad_bytes=float(grad_b.sum()),
             op_flops=op_flops,
@@ -173,6 +176,7 @@ class Costing:
             fill_s=fill,
             input_s=(hw.inputs.latency_s, max(per_sample / hw.inputs.bandwidth_Bps,
                                                1.0 / hw.inputs.samples_per_s if hw.inputs.samples_per_s else 0.0)),
+            store=store_rates(s, wafer_samples),
         )
 
     def cycles_s(self, tokens: int, cache: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -241,13 +245,19 @@ class Costing:
         passes = len(self.specs) + int(self.bwd_streamed.size) + (int(self.in_block.sum()) if blocks else 0)
         return rt.step_overhead_s + micro_batches * (rt.micro_batch_overhead_s + passes * rt.kernel_switch_s)
 
-    def offload_s(self, tokens: int, busy_s: float, crossed_bytes: float) -> float:
+    def offload_s(self, tokens: int, busy_s: float, crossed_bytes: float, back: float) -> float:
         """What offloading a micro-batch's block inputs adds: their bytes cross the wafer's edge out (with the
-        gradients) and back (with the weights), in whatever time those links have to spare."""
+        gradients) and back (with the weights), in whatever time those links have to spare; and the activation
+        store, where it is slower (:func:`~wss.model.plan.activation_store.store_extra_s`, ``back`` the share of
+        ``busy_s`` in the backward sweep)."""
         act = tokens * self.offload_bytes_per_token / self.edge_Bps
         spare_down = max(0.0, busy_s - crossed_bytes / self.edge_Bps)
         spare_up = max(0.0, busy_s - self.grad_bytes / self.edge_Bps)
-        return max(0.0, act - spare_down, act - spare_up)
+        edge = max(0.0, act - spare_down, act - spare_up)
+        if self.store is None:
+            return edge
+        store = store_extra_s(self.store, tokens * self.offload_bytes_per_token, busy_s, back, crossed_bytes)
+        return max(edge, store)
 
     def flash_channel_s(self, micro_batches: int, blocks: bool) -> float:
         """Seconds of flash-channel work in one step: prefetches, then the optimizer's flash reads."""
@@ -271,7 +281,7 @@ class Costing:
         for m, samples in enumerate(cand.micro_batches):
             c, st, x, back = self.micro_batch(samples * tokens_per_sample, blocks, cache)
             if offload:
-                st += self.offload_s(samples * tokens_per_sample, c + st, x)
+                st += self.offload_s(samples * tokens_per_sample, c + st, x, back)
             inp = latency + samples * per_sample
             # The optimizer accumulates every kernel's gradient once per micro-batch, in the background.
             acc = self.acc_s[min(m, 1)] if m < len(cand.micro_batches) - 1 else 0.0

@@ -10,9 +10,9 @@ names; per-shard and per-link figures are per unit, never aggregated.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from wss.model.scenario.base import (
     BANDWIDTH,
@@ -37,7 +37,8 @@ GRID = Range(1, 10_000)
 #: Cycles of a fixed per-hop or per-feature cost.
 CYCLES = Range(0, 1e6, "cycles")
 
-__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "RuntimeConfig", "HardwareConfig"]
+__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "RuntimeConfig", "ActivationStoreConfig",
+           "HardwareConfig"]
 
 
 class WaferConfig(Frozen):
@@ -284,6 +285,58 @@ class RuntimeConfig(Frozen):
         return not (self.kernel_switch_s or self.micro_batch_overhead_s or self.step_overhead_s)
 
 
+class ActivationStoreConfig(Frozen):
+    """Where offloaded block inputs wait (``training.activation_checkpointing: offload``), and how fast.
+
+    Omitted: a store on each wafer's own hosts that keeps up with the wafer's edge and has room for
+    everything (an ASSUMPTION: no public document says where a weight-streaming cluster keeps
+    offloaded activations; docs/model.md, "Activation offload").
+    """
+
+    name: str = Field("activation-store", description="Label of this activation store configuration.")
+    location: Literal["host", "memoryx"] = Field(
+        "host",
+        description="'host': a store per wafer (e.g. the wafer's worker hosts), limited by bandwidth_Bps and "
+        "capacity_bytes; 'memoryx': MemoryX keeps the block inputs of every wafer, so they cross MemoryX's "
+        "network (shared with the weight stream and the gradient intake) and its DRAM, and need room in the "
+        "DRAM that the model state leaves.",
+    )
+    bandwidth_Bps: Real | None = bounded(
+        None,
+        within=BANDWIDTH,
+        description="location 'host' only: each wafer's store bandwidth in bytes/s, shared by block inputs "
+        "going in and coming back; null: no limit beyond the wafer's edge.",
+    )
+    capacity_bytes: Real | None = bounded(
+        None,
+        within=CAPACITY,
+        description="location 'host' only: bytes of block inputs each wafer's store holds; null: no limit. A "
+        "micro-batch's block inputs (every block's) must fit.",
+    )
+
+    @model_validator(mode="after")
+    def _host_fields(self) -> ActivationStoreConfig:
+        if self.location == "memoryx":
+            given = [f for f in ("bandwidth_Bps", "capacity_bytes") if getattr(self, f) is not None]
+            if given:
+                verb = "apply" if len(given) > 1 else "applies"
+                raise ValueError(
+                    f"{' and '.join(given)} {verb} to location 'host' only: with 'memoryx' the rate is MemoryX's "
+                    "network and DRAM (hardware.memoryx) and the room is the DRAM the model state leaves"
+                )
+        return self
+
+    @property
+    def is_unlimited(self) -> bool:
+        """A host store with no limit of its own: only the wafer's edge limits offload (the default)."""
+        return self.location == "host" and self.bandwidth_Bps is None and self.capacity_bytes is None
+
+    @property
+    def is_default(self) -> bool:
+        """Left out of the scenario (or given as it would be): serialised only otherwise."""
+        return self == ActivationStoreConfig()
+
+
 class HardwareConfig(Frozen):
     """The whole cluster."""
 
@@ -302,6 +355,12 @@ class HardwareConfig(Frozen):
         default_factory=RuntimeConfig,
         description="Fixed costs per kernel pass, micro-batch and step (omitted: none, an ideal runtime).",
     )
+    activation_store: ActivationStoreConfig = Field(
+        default_factory=ActivationStoreConfig,
+        description="Where offloaded block inputs wait and how fast (omitted: each wafer's hosts, no limit beyond "
+        "the wafer's edge, room for all - an ASSUMPTION). Serialised only when given, so scenarios that leave "
+        "it out keep their hash.",
+    )
     allow_beyond_published_limits: Flag = Field(
         False,
         description="What-if studies only: accept more wafers than the largest published cluster of this "
@@ -314,4 +373,6 @@ class HardwareConfig(Frozen):
         data = handler(self)
         if not self.allow_beyond_published_limits:
             data.pop("allow_beyond_published_limits", None)
+        if self.activation_store.is_default:
+            data.pop("activation_store", None)
         return data

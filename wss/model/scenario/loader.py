@@ -43,7 +43,7 @@ __all__ = [
     "published_cluster_limit",
 ]
 
-_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime")
+_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime", "activation_store")
 
 #: Keys of a wafer preset that are not WaferConfig fields: the largest published cluster and its source.
 _LIMIT_KEYS = ("max_cluster_wafers", "max_cluster_wafers_source")

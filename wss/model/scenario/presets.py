@@ -6,6 +6,8 @@ Layout::
     configs/memoryx/<name>.yaml    one MemoryX configuration
     configs/swarmx/<name>.yaml     one SwarmX configuration
     configs/hardware/<name>.yaml   a cluster: names a wafer, memoryx and swarmx preset, inputs, wafers
+    configs/runtime/<name>.yaml    the runtime's fixed costs
+    configs/activation_store/<name>.yaml  where offloaded block inputs wait
     configs/storage/<name>.yaml    checkpoint storage (faults.failures.storage)
     configs/models/<family>.yaml   a mapping of model name -> ModelConfig fields
 
@@ -25,7 +27,7 @@ from wss.errors import quote
 
 __all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
 
-PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime", "storage")
+PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime", "activation_store", "storage")
 
 
 class PresetNotFound(KeyError):
