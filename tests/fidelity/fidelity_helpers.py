@@ -1,10 +1,13 @@
 """Shared by the fidelity tests (imported as ``fidelity_helpers``): the cross-check table of
-docs/fidelity.md as data, and the reduced versions of the slow scenarios."""
+docs/fidelity.md as data, the reduced versions of the slow scenarios, and loading a script of tools/."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
@@ -46,6 +49,16 @@ CROSS_CHECK = {
 FULL_SIZE = {"brain_120t": -0.50, "gpt_1t": -0.51}
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
+
+
+def load_tool(name: str) -> ModuleType:
+    """Import ``tools/<name>.py`` (the tools are scripts, not a package) as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def relative(estimate: float, simulated: float) -> float:

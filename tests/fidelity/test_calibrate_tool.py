@@ -3,11 +3,10 @@ generation), as the team's per-chip efficiency experiment needs; plain keys move
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from fidelity_helpers import load_tool
 
 import wss
 
@@ -16,11 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def calibrate():
-    spec = importlib.util.spec_from_file_location("calibrate", REPO / "tools" / "calibrate.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["calibrate"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("calibrate")
 
 
 def test_wafer_keys_apply_only_to_their_wafer(calibrate):

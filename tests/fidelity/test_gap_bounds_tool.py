@@ -3,12 +3,11 @@ units of work each kind of cost counts (the argument that no single extra cost c
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
+from fidelity_helpers import load_tool
 
 import wss
 
@@ -17,11 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def gap_bounds():
-    spec = importlib.util.spec_from_file_location("gap_bounds", REPO / "tools" / "gap_bounds.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gap_bounds"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("gap_bounds")
 
 
 @pytest.fixture(scope="module")
