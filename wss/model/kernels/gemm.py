@@ -251,7 +251,12 @@ def _padded_weight_grad(W: SparseWeights, X: np.ndarray, dY: np.ndarray, dtype: 
             np.take(xb, plan.idx[j][a - a0 : b - a0], axis=0, out=gathered, mode="clip")
             deltas = np.take(db, plan.order[a:b], axis=0, mode="clip")[:, :, None]  # r x T x 1
             dots = dots_buf[: (b - a) * w].reshape(b - a, w, 1)
-            np.matmul(gathered, deltas, out=dots)
+            # Reporting only, not the values: one CI run saw the floating-point "invalid" flag raised here on
+            # finite inputs, in the full suite only, with the results still equal to the reference (sNaN-filled
+            # scratch buffers do not reproduce it, so it is not our buffers; BLAS scratch space is the suspect).
+            # A real NaN still shows in the values; simulate() already ignores these flags for diverging runs.
+            with np.errstate(invalid="ignore"):
+                np.matmul(gathered, deltas, out=dots)
             flat[off + (a - a0) * w : off + (b - a0) * w] += dots.reshape(-1)
     return flat[plan.slot]
 
