@@ -39,7 +39,7 @@ from scipy.optimize import minimize
 from wss.model.plan import rank_candidates
 from wss.model.scenario import Scenario, load_scenario
 from wss.model.simulate import simulate
-from wss.studies.validation import Case, load_cases
+from wss.studies.validation import Case, load_cases, measured_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = sorted((ROOT / "scenarios" / "validation").glob("measured_*.yaml"))
@@ -166,11 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = load_cases(CASES)
     calibration = [c for c in cases if c.spec.calibration == "calibrated on"]
     if args.on:
-        wanted = [w.strip().lower() for w in args.on.split(",") if w.strip()]
-        calibration = [c for c in cases if any(c.name.startswith(f"measured_{w}_") for w in wanted)]
-        if len(calibration) != len(wanted):
+        picked = measured_rows(cases, args.on)
+        if picked is None:
             print(f"error: --on: rows {args.on!r} do not all name a measured case", file=sys.stderr)
             return 2
+        calibration = picked
     keys = [k for k in args.params.split(",") if k]
     unknown = [k for k in keys if _split(k)[0] not in KNOWN]
     if unknown:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from wss.model.scenario import Scenario, load_scenario
 from wss.model.simulate import simulate
-from wss.studies.validation import Case, load_cases
+from wss.studies.validation import Case, load_cases, measured_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = sorted((ROOT / "scenarios" / "validation").glob("measured_*.yaml"))
@@ -126,11 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cases = load_cases(CASES)
     if args.rows:
-        wanted = [w.strip().lower() for w in args.rows.split(",") if w.strip()]
-        cases = [c for c in cases if any(c.name.startswith(f"measured_{w}_") for w in wanted)]
-        if len(cases) != len(wanted):
+        picked = measured_rows(cases, args.rows)
+        if picked is None:
             print(f"error: --rows: {args.rows!r} do not all name a measured case", file=sys.stderr)
             return 2
+        cases = picked
     print(table(rows(cases, {} if args.shipped else dict(FLOOR))))
     return 0
 

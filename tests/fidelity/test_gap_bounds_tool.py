@@ -61,3 +61,11 @@ def test_causal_attention_halves_the_scores(gap_bounds):
                               "training": {"global_batch": 8, "seq_len": 2048}})
     assert all(b.causal for b in gap_bounds._blocks(gpt2))
     assert gap_bounds._scores(gpt2) == 12 * 12 * 2048 ** 2 / 2
+
+
+def test_rows_are_picked_by_id():
+    from wss.studies.validation import load_cases, measured_rows
+
+    cases = load_cases(sorted((REPO / "scenarios" / "validation").glob("measured_*.yaml")))
+    assert [c.name.split("_")[1] for c in measured_rows(cases, "m4, M1")] == ["m1", "m4"]
+    assert measured_rows(cases, "m1,m9") is None

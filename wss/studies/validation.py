@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +51,7 @@ __all__ = [
     "default_directory",
     "load_case",
     "load_cases",
+    "measured_rows",
     "run_case",
     "reproduce",
     "format_table",
@@ -384,6 +385,14 @@ def load_cases(paths: Iterable[str | Path] | None = None) -> list[Case]:
         raise ScenarioError(str(default_directory() if paths is None else ", ".join(map(str, paths))),
                             [FieldProblem("", "no validation cases found")])
     return [load_case(f) for f in files]
+
+
+def measured_rows(cases: Sequence[Case], ids: str) -> list[Case] | None:
+    """The published measured runs named by comma-separated row ids (``"m1,m4"`` picks ``measured_m1_*`` and
+    ``measured_m4_*``), in the cases' order; None if an id names none of them (for the calibration tools)."""
+    wanted = [w.strip().lower() for w in ids.split(",") if w.strip()]
+    picked = [c for c in cases if any(c.name.startswith(f"measured_{w}_") for w in wanted)]
+    return picked if len(picked) == len(wanted) else None
 
 
 def judge(spec: CaseSpec, simulated: float) -> tuple[float, bool]:
