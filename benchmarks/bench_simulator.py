@@ -24,7 +24,7 @@ brain-120T, 1 step, 192 wafers     2.576 s, 0.63x  1.959 s, 0.61x  1,084,655 -> 
 fc_mnist, 1,000 steps              0.011 s         0.011 s (folded; 0.595 s unfolded)
 =================================  ==============  ==============  =========================
 
-Layer folding (``wss/model/layer_fold.py``) simulates 8 of GPT-3's 96 blocks; the 120T model folds
+Layer folding (``wss/model/folding/layer_fold.py``) simulates 8 of GPT-3's 96 blocks; the 120T model folds
 only its forward passes (its optimizer falls further behind block by block in the backward passes).
 The run also prints, for every shipped scenario, the largest difference between layer-folded and
 fully simulated answers (at most 1.5e-13 relative), or that result.json is byte-identical where no

@@ -17,7 +17,7 @@ times the cases that make classes differ:
 For each it reports wall time, simulated events, events per second and, as in bench_simulator.py,
 that rate against a bare SimPy store-and-forward loop timed in the same run.  The issue's target is
 an unfolded run at most 10x the folded wall time.  Both fold runs of identical blocks where the blocks
-repeat (``wss/model/layer_fold.py``); the folded run is also timed with every block simulated
+repeat (``wss/model/folding/layer_fold.py``); the folded run is also timed with every block simulated
 (``fold_layers=False``), the cost before layer folding, for comparison.
 
 Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart]``.  Prints medians.
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "meets" if worst <= TARGET else "misses"
         print(f"unfolded (classes) / {against} wall time: at most {worst:.1f}x ({verdict} the target of at most "
               f"{TARGET:g}x)")
-    print("(both fold identical blocks where they repeat, wss/model/layer_fold.py; an unfolded run whose blocks "
-          "do not repeat in both directions simulates more of them; 'folded, every block' is the folded run "
+    print("(both fold identical blocks where they repeat, wss/model/folding/layer_fold.py; an unfolded run whose "
+          "blocks do not repeat in both directions simulates more of them; 'folded, every block' is the folded run "
           "without layer folding)")
     return 0
 

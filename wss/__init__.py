@@ -20,7 +20,7 @@ from wss.errors import InfeasibleError, ScenarioError, WssError
 
 if TYPE_CHECKING:
     from wss.model.plan import Plan
-    from wss.model.results import Result
+    from wss.model.result.results import Result
     from wss.model.scenario import Scenario, load_scenario
     from wss.model.scenario.presets import list_presets
     from wss.model.simulate import plan, simulate
@@ -59,7 +59,7 @@ _LAZY = {
     "Scenario": "wss.model.scenario",
     "list_presets": "wss.model.scenario.presets",
     "Plan": "wss.model.plan",
-    "Result": "wss.model.results",
+    "Result": "wss.model.result.results",
     "estimate": "wss.studies.estimate",
     "Estimate": "wss.studies.estimate",
     "sweep": "wss.studies.sweep",

@@ -15,7 +15,8 @@ import pytest
 import simpy
 
 import wss
-from wss.model.components.links import MIN_CHUNKS_BUFFERED, ByteStore, Chunk, chunks_buffered
+from wss.model.components.links import ByteStore, Chunk
+from wss.model.machine.figures import MIN_CHUNKS_BUFFERED, chunks_buffered
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "fidelity"))

@@ -15,7 +15,7 @@ import pytest
 from core_helpers import SCENARIOS, run_wss, run_wss_parallel, wss_command
 
 import wss
-from wss.model.results import Result
+from wss.model.result.results import Result
 
 #: The brain-scale shipped scenarios: simulated like the rest, and `wss validate` is checked on them too.
 SLOW = {"brain_120t.yaml", "gpt_1t.yaml"}

@@ -76,9 +76,9 @@ def test_loading_a_scenario_loads_neither_numpy_nor_the_planner_nor_the_result_m
     then loads the planner (numpy) but still not the Result's models."""
     code = (
         "import sys\nimport wss\nwss.load_scenario('scenarios/gpt3_175b.yaml')\n"
-        "late = ('numpy', 'simpy', 'wss.model.plan', 'wss.model.results')\n"
+        "late = ('numpy', 'simpy', 'wss.model.plan', 'wss.model.result.results')\n"
         "assert not [m for m in late if m in sys.modules], [m for m in late if m in sys.modules]\n"
         "from wss.cli import main\nassert main(['validate', 'scenarios/gpt3_175b.yaml']) == 0\n"
-        "assert 'wss.model.plan' in sys.modules and 'wss.model.results' not in sys.modules"
+        "assert 'wss.model.plan' in sys.modules and 'wss.model.result.results' not in sys.modules"
     )
     assert _loaded_after(code) == []

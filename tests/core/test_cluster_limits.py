@@ -12,7 +12,7 @@ from core_helpers import REPO, SCENARIOS, run_wss
 
 import wss
 from wss import ScenarioError
-from wss.model.results import Result
+from wss.model.result.results import Result
 from wss.model.scenario.loader import ClusterLimit, published_cluster_limit
 from wss.studies.check import load_baseline, scenario_hash
 from wss.views.summary import format_plan, format_result

@@ -14,10 +14,10 @@ from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Chunk
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings, UpdateJob
-from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.kernels.cycles import KernelCycles
+from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
 from wss.model.program import Pass
 
 

@@ -14,8 +14,8 @@ import pytest
 from core_helpers import assert_clear_scenario_error, deep_merge, ideal_hardware, scenario_dict
 
 import wss
-from wss.model.energy import live_nodes_per_level
-from wss.model.goodput import goodput
+from wss.model.result.energy import live_nodes_per_level
+from wss.model.result.goodput import goodput
 
 N = 16
 WAFER_W, WAFER_IDLE_W = 20_000.0, 5_000.0

@@ -14,7 +14,7 @@ import pytest
 from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.model.energy import memoryx_busy
+from wss.model.result.energy import memoryx_busy
 
 K = 1024
 DRAM_Bps = 1e9

@@ -1,6 +1,6 @@
 """The simulator's fast paths change nothing: the same events in the same order, the same Result to the bit.
 
-``wss.model.engine.Environment`` runs SimPy's event loop in one function, and ``ByteStore.put``/``get`` do
+``wss.model.sim.engine.Environment`` runs SimPy's event loop in one function, and ``ByteStore.put``/``get`` do
 SimPy's common case inline.  Each is checked here against plain SimPy on runs that exercise what they
 touch: full buffers (puts that wait, so the queued path and the inline one interleave), a wire shared by
 two channels (activation offload), flash staging, and several steps.
@@ -12,9 +12,9 @@ import simpy
 from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
-from wss.model import cluster as cluster_module
 from wss.model.components.links import ByteStore
-from wss.model.engine import Environment
+from wss.model.sim import cluster as cluster_module
+from wss.model.sim.engine import Environment
 
 SMALL_BUFFERS = {"wafer": {"ingress_buffer_bytes": 2**16}, "swarmx": {"port_buffer_bytes": 2**16}}
 CASES = [

@@ -115,11 +115,20 @@ def test_faults_cannot_be_folded_and_leave_a_scenario_without_them_unchanged():
 
 
 def test_tree_edge_names_agree_with_the_scenario():
-    from wss.model.components.swarmx_tree import edge_names
+    """The unfolded tree's links carry the scenario's edge names (what faults.links names), one per direction."""
+    import simpy
+
+    from wss.model.components.swarmx import SwarmXSettings
+    from wss.model.components.swarmx_tree import SwarmXTree
 
     s = wss.load_scenario(scenario_dict(dense_model(256, 256), wafers=192, global_batch=192))
-    hw = s.hardware
-    assert hw.swarmx.edge_names(192) == edge_names(hw.swarmx.nodes_per_level(192), 192)
+    sx = s.hardware.swarmx
+    settings = SwarmXSettings(levels=sx.levels(192), nodes_per_level=tuple(sx.nodes_per_level(192)),
+                              link_bandwidth_Bps=1.0, leaf_bandwidth_Bps=1.0, hop_latency_s=0.0, port_buffer_bytes=1)
+    tree = SwarmXTree(simpy.Environment(), settings, sx.fan_out, 192)
+    for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
+        names = [link.name for level in edges for link in level]
+        assert names == [e.replace("swarmx.", f"swarmx.{direction}.", 1) for e in sx.edge_names(192)]
 
 
 def test_the_result_and_the_summary_say_which_wafer_or_edge_paced_each_step():

@@ -15,7 +15,7 @@ import pytest
 from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.model.flash_tails import flash_rng
+from wss.model.machine.flash_tails import flash_rng
 
 KiB = 2**10
 FLASH_READ, FLASH_WRITE = 1e9, 5e8

@@ -16,7 +16,7 @@ from scipy import integrate, stats
 
 import wss
 from wss.errors import ScenarioError
-from wss.model.jitter import compute_factors, jitter_rng
+from wss.model.machine.jitter import compute_factors, jitter_rng
 
 WAFERS, STEPS, SIGMA = 8, 300, 0.05
 

@@ -11,7 +11,7 @@ import wss
 from wss.errors import ScenarioError
 from wss.model.components.dram import SharedDram
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings, UpdateJob
-from wss.model.components.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
+from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS, SCALAR_BYTES, StateTiers
 from wss.model.numerics.optimizers import Lamb, make_optimizer
 
 

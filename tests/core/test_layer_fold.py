@@ -1,4 +1,4 @@
-"""Layer folding (wss/model/layer_fold.py): runs of identical blocks simulated in part, the rest repeated.
+"""Layer folding (wss/model/folding/layer_fold.py): runs of identical blocks simulated in part, the rest repeated.
 
 The answer must not change: on every shipped scenario the step time, every breakdown category and every
 utilisation agree with the run that simulates every block to 1e-9 relative (measured: at most 1.3e-12), and
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.model.fold import FoldMismatch
-from wss.model.layer_fold import LayerFoldMismatch, LayersFold, fold_points
+from wss.model.folding.fold import FoldMismatch
+from wss.model.folding.layer_fold import LayerFoldMismatch, LayersFold, fold_points
 from wss.model.plan import make_plan
 from wss.model.plan.layer_runs import BlockRun, block_runs
 from wss.model.program import build_program
@@ -110,7 +110,7 @@ def test_a_folded_record_stands_for_the_blocks_left_out():
 
 
 def test_layers_fold_shift_and_repeats_are_exact():
-    from wss.model.layer_fold import FoldPoint, LayerFold
+    from wss.model.folding.layer_fold import FoldPoint, LayerFold
 
     fp = FoldPoint(0, 0, "forward", a=10, b=20, c=30, copies=5)
     fold = LayersFold((LayerFold(fp, at=7.0, period=2.0, deltas={"x": 3.0}, spans=((0.0, 2.0, "compute"),)),))

@@ -14,7 +14,7 @@ import pytest
 from core_helpers import dense_model, ideal_hardware, scenario_dict
 
 import wss
-from wss.model.components.optimizer_costs import SCALAR_BYTES
+from wss.model.machine.optimizer_costs import SCALAR_BYTES
 from wss.model.simulate import simulate_detailed
 
 REPO = Path(__file__).resolve().parents[2]

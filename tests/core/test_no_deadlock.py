@@ -20,8 +20,8 @@ import wss
 from wss.cli import main
 from wss.errors import SimulationStalled
 from wss.model.components.memoryx import MemoryX
+from wss.model.sim.stall import run_or_explain
 from wss.model.simulate import simulate_detailed
-from wss.model.stall import run_or_explain
 
 REPO = Path(__file__).resolve().parents[2]
 GPT3 = REPO / "scenarios" / "gpt3_175b.yaml"

@@ -19,9 +19,9 @@ from core_helpers import assert_clear_scenario_error, deep_merge, dense_model, i
 import wss
 from wss.cli import main
 from wss.errors import ScenarioError
+from wss.model.scenario.shards import reachable_wafers, shard_samples
+from wss.model.sim.unfolded import UnfoldedCluster
 from wss.model.simulate import simulate_detailed
-from wss.model.unfolded import UnfoldedCluster
-from wss.model.wafer_shards import reachable_wafers, shard_samples
 
 _GPT = {"name": "tiny-gpt", "input": "tokens", "seq_len": 2048, "layers": [
     {"kind": "embedding", "name": "embed", "vocab_size": 512, "d_model": 1024, "max_positions": 2048},

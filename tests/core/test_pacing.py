@@ -8,7 +8,7 @@ import pytest
 from core_helpers import dense_model, scenario_dict
 
 import wss
-from wss.model.results import PACING_TOLERANCE, pass_pacing
+from wss.model.result.results import PACING_TOLERANCE, pass_pacing
 
 
 def test_a_pass_that_waits_for_weights_is_paced_by_the_stream_whole():

@@ -19,7 +19,7 @@ from wss.cli import main
 from wss.model.plan import rank_candidates
 from wss.model.plan.micro_batching import simulated_micro_batches, split_evenly
 from wss.model.plan.search import forced_scenario
-from wss.model.results import Result
+from wss.model.result.results import Result
 
 TINY_GPT = "gpt3-125m"
 

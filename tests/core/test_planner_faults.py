@@ -1,7 +1,7 @@
 """The planner under faults: ``auto`` prices the machine the simulator runs.
 
 * A slow MemoryX shard (``faults.shards``) slows MemoryX as a whole (the shards times the slowest
-  shard's rate, :mod:`wss.model.memoryx_rates`).  The planner prices every MemoryX term at those
+  shard's rate, :mod:`wss.model.machine.memoryx_rates`).  The planner prices every MemoryX term at those
   rates, so under a slow shard it chooses the candidate the simulator finds fastest, which here is
   not the one it chooses for nominal shards.
 * A SwarmX node down (``faults.nodes``) cuts wafers off and the global batch is split over the

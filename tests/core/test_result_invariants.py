@@ -9,7 +9,7 @@ import pytest
 from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
-from wss.model.results import BREAKDOWN_CATEGORIES, PACING_TOLERANCE, KernelRecord, Result
+from wss.model.result.results import BREAKDOWN_CATEGORIES, PACING_TOLERANCE, KernelRecord, Result
 
 TINY_GPT = {
     "name": "tiny-gpt",

@@ -16,8 +16,8 @@ from core_helpers import assert_clear_scenario_error, deep_merge, dense_model, i
 
 import wss
 from wss.cli import main
-from wss.model.goodput import checkpoint_seconds
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.machine.memoryx_rates import memoryx_rates
+from wss.model.result.goodput import checkpoint_seconds
 
 
 def _bound_by(rate: str, value: float) -> dict:

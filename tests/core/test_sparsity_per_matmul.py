@@ -14,7 +14,7 @@ from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 import wss
 from wss.errors import ScenarioError
-from wss.model.numerics_bridge import numerics_spec
+from wss.model.numerics.bridge import numerics_spec
 from wss.model.plan import CONTROL_BYTES, INDEX_BYTES, STORED_INDEX_BYTES
 from wss.model.scenario.workload import BLOCK_ROLES, WORKLOAD_ROLES
 

@@ -1,4 +1,4 @@
-"""Folded steps (wss/model/step_fold.py) agree with simulating every step.
+"""Folded steps (wss/model/folding/step_fold.py) agree with simulating every step.
 
 A run of many steps simulates steps 0-3 and the last and repeats step 3 for the ones between; the
 Result must be the unfolded run's to 1e-9 relative: every step's times and breakdown, the means,
@@ -17,9 +17,9 @@ from core_helpers import SCENARIOS
 
 import wss
 from wss.model import simulate as simulate_module
-from wss.model.fold import FoldMismatch, Snapshot
-from wss.model.results import RECORD_SECONDS, Result
-from wss.model.step_fold import COPIED_STEP, analyse_steps
+from wss.model.folding.fold import FoldMismatch, Snapshot
+from wss.model.folding.step_fold import COPIED_STEP, analyse_steps
+from wss.model.result.results import RECORD_SECONDS, Result
 from wss.views.report import group_rows, kernel_table
 
 REL = 1e-9
@@ -153,7 +153,7 @@ def test_a_failed_step_fold_falls_back_to_every_step_with_micro_batches_still_fo
     def refuse(*args, **kwargs):
         raise FoldMismatch("steps differ")
 
-    monkeypatch.setattr("wss.model.cluster.analyse_steps", refuse)
+    monkeypatch.setattr("wss.model.sim.cluster.analyse_steps", refuse)
     result = simulate_module.simulate(CASES["gpt3-125m x 20"](True))
     _, full = _pair("gpt3-125m x 20")
     assert "steps_simulated" not in result.cluster

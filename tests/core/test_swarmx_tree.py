@@ -9,7 +9,7 @@ import simpy
 
 from wss.model.components.links import ByteStore, Chunk
 from wss.model.components.swarmx import SwarmXSettings
-from wss.model.components.swarmx_tree import SwarmXTree, edge_names
+from wss.model.components.swarmx_tree import SwarmXTree
 
 
 def _settings(levels: int, nodes: tuple[int, ...], bw: float = 1024.0, hop: float = 0.25,
@@ -25,7 +25,8 @@ def test_tree_shape_and_names_follow_the_fan_out():
     assert [node.name for node in tree.fanouts[1]] == ["swarmx.l2.n0", "swarmx.l2.n1"]
     assert [len(f.inboxes) for f in tree.fanouts[1]] == [4, 1]  # wafers 0-3 under node 0, wafer 4 under node 1
     assert tree.down_edges[1][4].name == "swarmx.down.l2.4" and tree.up_edges[0][1].name == "swarmx.up.l1.1"
-    assert edge_names((1, 2), 5) == ["swarmx.l1.0", "swarmx.l1.1", *(f"swarmx.l2.{w}" for w in range(5))]
+    assert [link.name for level in tree.down_edges for link in level] == [
+        "swarmx.down.l1.0", "swarmx.down.l1.1", *(f"swarmx.down.l2.{w}" for w in range(5))]
     # The level views keep the folded chain's names and order, and draw wafer 4's path.
     assert [g.name for g in tree.down] == ["swarmx.down.l1", "swarmx.down.l2"]
     assert [g.name for g in tree.up] == ["swarmx.up.l2", "swarmx.up.l1"]

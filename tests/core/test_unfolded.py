@@ -21,9 +21,9 @@ from core_helpers import SCENARIOS, dense_model, scenario_dict
 from wss import load_scenario, simulate
 from wss.cli import main
 from wss.model.plan.micro_batching import wafer_samples
-from wss.model.results import BREAKDOWN_CATEGORIES, Result
+from wss.model.result.results import BREAKDOWN_CATEGORIES, Result
+from wss.model.sim.unfolded import UnfoldedCluster
 from wss.model.simulate import simulate_detailed
-from wss.model.unfolded import UnfoldedCluster
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 REL = 1e-9
@@ -198,7 +198,8 @@ def test_a_bad_fold_wafers_value_is_a_clear_error(tmp_path: Path, capsys):
 def test_the_quick_rule_is_the_recorded_one(raw, rule):
     """``folds_wafers`` (the scenario's work checks ask it without building the Result's record) decides as the
     record ``wafer_folding`` says, for every rule."""
-    from wss.model.wafer_folding import folds_wafers, wafer_folding
+    from wss.model.result.measure import wafer_folding
+    from wss.model.scenario.fold_rules import folds_wafers
 
     s = load_scenario(raw)
     record = wafer_folding(s)

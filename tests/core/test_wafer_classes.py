@@ -18,10 +18,10 @@ from core_helpers import SCENARIOS, deep_merge, dense_model, ideal_hardware, sce
 import wss
 from wss.model.components.links import Chunk
 from wss.model.components.swarmx import SwarmXSettings
-from wss.model.components.swarmx_tree import SwarmXTree, stand_ins
+from wss.model.components.swarmx_tree import SwarmXTree
+from wss.model.scenario.fold_rules import simulated_wafers, stand_ins
+from wss.model.sim.unfolded import UnfoldedCluster
 from wss.model.simulate import simulate_detailed
-from wss.model.unfolded import UnfoldedCluster
-from wss.model.wafer_folding import simulated_wafers
 
 
 def test_identical_subtrees_are_stood_for_by_their_first_member():
@@ -53,7 +53,7 @@ def test_a_reduction_counts_a_stand_in_once_per_member():
     c, hop = 512.0, 0.25
     settings = SwarmXSettings(levels=1, nodes_per_level=(1,), link_bandwidth_Bps=1024.0, leaf_bandwidth_Bps=1024.0,
                               hop_latency_s=hop, port_buffer_bytes=1 << 20)
-    tree = SwarmXTree(env, settings, fan_out=4, wafers=4, kinds=["x", "x", "x", "y"])
+    tree = SwarmXTree(env, settings, fan_out=4, wafers=4, stand_in=stand_ins((1,), 4, 4, ["x", "x", "x", "y"]))
     assert tree.stand_in == [[0, 0, 0, 3]] and len(tree.simulated_links()) == 4
     out = simpy.Store(env)
     tree.connect_root(out)

@@ -7,7 +7,7 @@ import simpy
 from fidelity_helpers import SCENARIOS, relative
 
 import wss
-from wss.model.results import BREAKDOWN_CATEGORIES
+from wss.model.result.results import BREAKDOWN_CATEGORIES
 from wss.studies.estimate import TERMS, Estimate, estimate, estimate_plan
 
 

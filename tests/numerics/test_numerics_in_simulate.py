@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import wss
-from wss.model.numerics_bridge import numerics_spec, run_numerics
+from wss.model.numerics.bridge import numerics_spec, run_numerics
 from wss.model.plan import make_plan
 
 REPO = Path(__file__).resolve().parents[2]

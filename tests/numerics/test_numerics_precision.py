@@ -7,8 +7,8 @@ import pytest
 
 import wss
 from wss.model.numerics import NumericsSpec, train
+from wss.model.numerics.bridge import numerics_spec
 from wss.model.numerics.precision import round_to_bfloat16
-from wss.model.numerics_bridge import numerics_spec
 
 
 def test_bfloat16_rounding_matches_the_format():

@@ -1,7 +1,7 @@
 """Tracing a folded run: recording keeps folding, the spans sit where the full run has them, the copies are marked.
 
 A recording run folds micro-batches and steps as the plain run does (one run for ``wss simulate --trace``,
-result.json byte for byte the plain one); :mod:`wss.model.folded_spans` places its spans on the unfolded axis.
+result.json byte for byte the plain one); :mod:`wss.model.folding.folded_spans` places its spans on the unfolded axis.
 Each folded span is checked against the run that simulates every micro-batch and step: same name, same place.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import wss
-from wss.model.folded_spans import UnfoldedSpans, folded_stretches
+from wss.model.folding.folded_spans import UnfoldedSpans, folded_stretches
 from wss.model.simulate import simulate_detailed
 from wss.views.trace import build_trace, trace_json
 

@@ -1,6 +1,6 @@
 """Totals over a Result's records equal its step breakdown on every shipped scenario, folded or not.
 
-A folded run (wss/model/fold.py) simulates micro-batches 0-3 and the last of each step and
+A folded run (wss/model/folding/fold.py) simulates micro-batches 0-3 and the last of each step and
 repeats micro-batch 3's interval for the ones between; its records list only the simulated
 passes, and each says in ``repeats`` how many micro-batches it stands for.  Weighted by it, the
 records' wafer seconds (``compute_s``, ``stall_<cause>_s``) must add up to the steps' breakdown,
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.model.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
+from wss.model.result.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
 from wss.views.plots import kernel_breakdown
 from wss.views.report import format_totals, group_rows, kernel_table
 

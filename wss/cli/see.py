@@ -26,7 +26,7 @@ from wss.errors import WssError
 from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 
 if TYPE_CHECKING:  # the model (pydantic, numpy) is imported when a command runs, so `wss --help` stays fast
-    from wss.model.results import Result
+    from wss.model.result.results import Result
 
 __all__ = ["COMMANDS", "SeeInputError", "Recorded", "add_commands", "extend_simulate", "take_scenario_back", "run",
            "simulate",
@@ -111,7 +111,7 @@ def load_result(path: Path) -> Result:
     """Read a result.json, turning every way it can fail into :class:`SeeInputError`."""
     from pydantic import ValidationError
 
-    from wss.model.results import Result
+    from wss.model.result.results import Result
 
     try:
         return Result.load(path)
@@ -205,7 +205,7 @@ class Recorded:
     Recording folds as the plain run does and changes nothing in it, so its
     Result is the canonical one (``wss.simulate``'s, byte for byte); the
     trace and plots place the cluster's spans on the Result's axis
-    (:mod:`wss.model.folded_spans`).
+    (:mod:`wss.model.folding.folded_spans`).
     """
 
     result: Result

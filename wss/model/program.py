@@ -2,7 +2,7 @@
 
 For every simulated step and micro-batch (all of them, unless folded): forward over the operations 1..L, then
 backward L..1 (the loss is the last forward operation); with layer folding, the blocks in the middle of a
-run of identical ones are left out (:mod:`wss.model.layer_fold`).  With block
+run of identical ones are left out (:mod:`wss.model.folding.layer_fold`).  With block
 checkpointing, the backward of a transformer block is preceded by a
 recompute of its forward.  The same list drives MemoryX (which streams the
 streamed passes in this order) and the wafer (which executes all of them in
@@ -49,7 +49,7 @@ def build_program(plan: Plan) -> list[Pass]:
         if op.block is not None:
             blocks.setdefault(op.block, []).append(pos)
     recompute = plan.checkpointing in ("blocks", "offload")
-    # The middle of each folded run of identical blocks is left out (wss.model.layer_fold).
+    # The middle of each folded run of identical blocks is left out (wss.model.folding.layer_fold).
     dropped_fw, dropped_bw = plan.dropped_in("forward"), plan.dropped_in("backward")
     forward = [pos for pos, op in enumerate(ops) if op.block not in dropped_fw]
     backward = [pos for pos, op in enumerate(ops) if op.block not in dropped_bw]

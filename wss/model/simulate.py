@@ -8,15 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wss.model.cluster import Cluster, run_cluster
-from wss.model.fold import FoldMismatch
-from wss.model.layer_fold import LayerFoldMismatch
-from wss.model.measure import measure
+from wss.model.folding.fold import FoldMismatch
+from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.plan import Plan, make_plan
-from wss.model.results import NumericsSummary, Result
+from wss.model.result.measure import measure, wafer_folding
+from wss.model.result.results import NumericsSummary, Result
 from wss.model.scenario import Scenario, load_scenario
-from wss.model.unfolded import run_unfolded
-from wss.model.wafer_folding import uniform_shards, wafer_folding
+from wss.model.scenario.fold_rules import fold_decision, uniform_shards
+from wss.model.sim.cluster import Cluster, run_cluster
+from wss.model.sim.unfolded import run_unfolded
 
 __all__ = ["simulate", "simulate_detailed", "plan", "would_fold"]
 
@@ -48,17 +48,17 @@ def simulate_detailed(
     progress: Callable[[float], None] | None = None,
     fold_layers: bool = True,
 ) -> tuple[Result, Cluster]:
-    """Simulate and also return the finished :class:`~wss.model.cluster.Cluster`.
+    """Simulate and also return the finished :class:`~wss.model.sim.cluster.Cluster`.
 
     With ``record`` every link, MemoryX and the wafer keep their spans
     (start, end, pass, bytes), which traces and timelines are drawn from.
     Recording changes nothing else: the run folds as it would without it and
     the Result is byte-identical, so the spans are on the simulated axis and
-    :class:`wss.model.folded_spans.UnfoldedSpans` places them on the
+    :class:`wss.model.folding.folded_spans.UnfoldedSpans` places them on the
     Result's.  ``progress`` is called with the fraction of the run done
     (monotone, ending at 1.0); it does not change the Result either.
     ``fold_layers=False`` simulates every block even where identical ones would fold
-    (:mod:`wss.model.layer_fold`): for checking the fold; the answer agrees to 1e-9.
+    (:mod:`wss.model.folding.layer_fold`): for checking the fold; the answer agrees to 1e-9.
     """
     from wss._version import __version__
 
@@ -66,7 +66,7 @@ def simulate_detailed(
     profiles = None
     numerics = None
     if s.numerics.enabled:
-        from wss.model.numerics_bridge import run_numerics
+        from wss.model.numerics.bridge import run_numerics
 
         outcome, profiles = run_numerics(s)
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
@@ -96,7 +96,7 @@ def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
     cluster (the unfolded one has no step-fold check yet); identical blocks fold in both, whatever the shards
     (not with random slow flash reads).  A recording run folds as the plain one does.
     """
-    folded = wafer_folding(s).folded
+    folded = fold_decision(s)[0]
     fold = (folded or uniform_shards(s)) and s.faults.flash is None
     layers = fold_layers and s.faults.flash is None
     return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
@@ -123,7 +123,7 @@ def _blocks(p: Plan) -> int:
 
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
     """Would :func:`simulate` fold micro-batches, steps or blocks (if the folds pass their checks)?  Then a
-    trace of the run marks the stretches its copies fill (:mod:`wss.model.folded_spans`)."""
+    trace of the run marks the stretches its copies fill (:mod:`wss.model.folding.folded_spans`)."""
     p = _folding_plan(_as_scenario(scenario), None)
     return bool(p.fold_copies or p.step_fold_copies or p.layer_runs)
 

@@ -3,7 +3,7 @@
 A :class:`Baseline` holds the metrics that matter (step time, per-phase time,
 throughput, the breakdown of step time, bytes per link class, memory
 footprints) together with the wss version and the sha256 of the resolved
-scenario.  :func:`compare` turns a baseline and a fresh :class:`~wss.model.results.Result`
+scenario.  :func:`compare` turns a baseline and a fresh :class:`~wss.model.result.results.Result`
 into a :class:`Comparison`: one :class:`Row` per metric with a verdict.
 
 Not every metric gates a check: by default only the answers a user acts on do
@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wss.errors import WssError
 from wss.files import atomic_write_text
-from wss.model.results import Result
+from wss.model.result.results import Result
 from wss.model.scenario import Scenario, load_scenario
 
 __all__ = [

@@ -12,7 +12,7 @@ machine.  What it shares with the simulator:
   micro-batch size from the cycle model; the non-weight ops' seconds; the micro-batches; the tree
   depth; the optimizer's per-parameter costs), the scenario's hardware figures, the byte constants
   (fp32 state scalars, token ids, precisions), and the pacing rule
-  (:func:`wss.model.results.pass_pacing`, :func:`~wss.model.results.bound_category`);
+  (:func:`wss.model.result.results.pass_pacing`, :func:`~wss.model.result.results.bound_category`);
 * **written again after the simulator's rules**: the pass order (:mod:`wss.model.program`), the
   per-stage costs (a MemoryX chunk takes ``max(read / DRAM, sent / network)``, a link
   ``bytes / bandwidth`` plus a hop latency with the leaf edge capped by the wafer's I/O, an
@@ -81,14 +81,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from wss.model.components.inputs import TOKEN_ID_BYTES
-from wss.model.components.links import chunks_buffered
-from wss.model.components.optimizer_costs import job_seconds, job_traffic
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.machine.figures import TOKEN_ID_BYTES, chunks_buffered
+from wss.model.machine.memoryx_rates import memoryx_rates
+from wss.model.machine.optimizer_costs import job_seconds, job_traffic
 from wss.model.plan import KernelPlan, Plan, make_plan
 from wss.model.plan.activation_store import store_extra_s, store_rates
 from wss.model.plan.micro_batching import block_input_widths
-from wss.model.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
+from wss.model.result.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
 from wss.model.workload import WaferOp
 
@@ -237,7 +236,7 @@ def _job_s(path: _Path, plan: Plan, kp: KernelPlan, kind: str, micro_batch: int)
     are micro-batches); an accumulation adds one micro-batch's gradient into that accumulator; both
     read the incoming summed gradient from DRAM.  Each state component moves at its own tier, and
     the job's DRAM traffic, flash read-then-write and FLOPs run side by side (the optimizer's own
-    closed form, :func:`~wss.model.components.optimizer_costs.job_seconds`).  The DRAM it shares
+    closed form, :func:`~wss.model.machine.optimizer_costs.job_seconds`).  The DRAM it shares
     with the stream and the gradient intake is priced at its full rate, as if the job had it alone.
     """
     accumulated = kind == "update" and (len(plan.micro_batches) > 1 or plan.shares_accumulator(kp.index))

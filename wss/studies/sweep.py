@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wss.errors import ScenarioError, WssError
 from wss.files import atomic_write_text
-from wss.model.results import BREAKDOWN_CATEGORIES, MemoryFootprint
+from wss.model.result.results import BREAKDOWN_CATEGORIES, MemoryFootprint
 from wss.model.scenario import Scenario, load_scenario
 from wss.model.scenario.presets import config_root
 

@@ -20,7 +20,7 @@ file), or ``{path: ..., set: {dotted.key: value}}``; an inline one may also carr
 ``{like: other, set: {...}}`` is another scenario of the same case with more overrides (multi-point
 figures stay short).
 
-Metrics read a :class:`~wss.model.results.Result` (simulating) or only a :class:`~wss.model.plan.Plan`; each
+Metrics read a :class:`~wss.model.result.results.Result` (simulating) or only a :class:`~wss.model.plan.Plan`; each
 scenario is simulated at most once per :func:`reproduce` call.  Nothing here is calibrated: a
 case passes or fails on the shipped hardware defaults, and no metric holds a per-case factor.
 """
@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from wss.errors import FieldProblem, ScenarioError
 from wss.model.plan import Plan, make_plan
-from wss.model.results import Result
+from wss.model.result.results import Result
 from wss.model.scenario import Scenario, load_scenario
 from wss.model.scenario.yaml_io import safe_load_text
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wss.model.memoryx_rates import memoryx_rates
-from wss.model.results import Result
+from wss.model.machine.memoryx_rates import memoryx_rates
+from wss.model.result.results import Result
 from wss.model.scenario import PRECISION_BYTES, load_scenario
 from wss.views.summary import fmt_time, si
 

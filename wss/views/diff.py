@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wss.model.results import BREAKDOWN_CATEGORIES, Result
+from wss.model.result.results import BREAKDOWN_CATEGORIES, Result
 from wss.views.report import group_rows, kernel_table
 from wss.views.summary import fmt_bytes, fmt_time
 from wss.views.table import text_table

@@ -11,7 +11,7 @@ from typing import Any
 
 from wss.errors import ScenarioError, WssError
 from wss.model.plan import Plan
-from wss.model.results import Result
+from wss.model.result.results import Result
 
 __all__ = ["plan_summary", "result_summary", "error_summary"]
 

@@ -12,7 +12,7 @@ Gantt chart has one row per part: the wafer's passes (named where wide
 enough), MemoryX weight stream and flash prefetch, each SwarmX level down,
 the wafer's compute and its stalls by cause, each SwarmX level up, gradients
 into MemoryX, the optimizer and the input workers.  A folded run's spans are
-placed on the Result's axis (:mod:`wss.model.folded_spans`) and the
+placed on the Result's axis (:mod:`wss.model.folding.folded_spans`) and the
 stretches its folded copies fill are hatched.
 
 From a saved Result alone (``wss plot result.json``) only the per-pass
@@ -37,7 +37,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from wss.files import atomic_write_bytes
-from wss.model.results import BREAKDOWN_CATEGORIES, KernelRecord, Result
+from wss.model.result.results import BREAKDOWN_CATEGORIES, KernelRecord, Result
 from wss.views.summary import fmt_bytes
 
 __all__ = [
@@ -107,7 +107,7 @@ def _step_window(result: Result, step: int) -> tuple[float, float]:
 
 def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
     """(row label, {colour key: spans}) for every part, clipped to [lo, hi], on the Result's axis."""
-    from wss.model.folded_spans import UnfoldedSpans
+    from wss.model.folding.folded_spans import UnfoldedSpans
 
     program = cluster.program
     placed = UnfoldedSpans(cluster)
@@ -163,7 +163,7 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
 
 def _mark_folded(ax: Any, cluster: Any, lo: float, hi: float, scale: float) -> str | None:
     """Hatch the stretches of [lo, hi] that folded copies fill; return the legend's label (the widest), if any."""
-    from wss.model.folded_spans import folded_stretches
+    from wss.model.folding.folded_spans import folded_stretches
 
     shown = []
     for s in folded_stretches(cluster):

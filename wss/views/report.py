@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wss.files import atomic_write_bytes
-from wss.model.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
+from wss.model.result.results import BREAKDOWN_CATEGORIES, RECORD_SECONDS, Result, records_breakdown_s
 from wss.views.summary import fmt_bytes, fmt_time
 from wss.views.table import text_table
 

@@ -12,7 +12,7 @@ from wss.model.scenario.faults import describe_edges
 from wss.model.scenario.presets import list_presets
 
 if TYPE_CHECKING:  # a Plan's summary (wss validate) does not load the Result's models
-    from wss.model.results import Result
+    from wss.model.result.results import Result
 
 __all__ = ["format_result", "format_plan", "si", "fmt_bytes", "cluster_int"]
 
@@ -210,7 +210,7 @@ def _failures_lines(r: Result) -> list[str]:
 
 
 def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
-    from wss.model.results import BREAKDOWN_CATEGORIES
+    from wss.model.result.results import BREAKDOWN_CATEGORIES
 
     s = r.scenario
     params = cluster_int(r, "params")

@@ -21,7 +21,7 @@ time bucket, and the wafer's compute busy fraction.
 
 A folded run (identical blocks, micro-batches or steps simulated once, see
 docs/model.md) is traced as it ran: its recorded spans are placed on the
-Result's unfolded time axis (:mod:`wss.model.folded_spans`), and on every
+Result's unfolded time axis (:mod:`wss.model.folding.folded_spans`), and on every
 track one span named e.g. ``"x379 folded copies of micro-batch 3 s0"``
 (category ``folded``) marks each stretch the copies fill, with the copy
 count, the period and what they stand for in ``args``.  The counters run
@@ -43,13 +43,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wss.files import atomic_write_bytes
-from wss.model.folded_spans import FoldedStretch, UnfoldedSpans
-from wss.model.results import Result
+from wss.model.folding.folded_spans import FoldedStretch, UnfoldedSpans
+from wss.model.result.results import Result
 from wss.views.summary import cluster_int
 
 if TYPE_CHECKING:  # only the type: a view draws a cluster it is handed, it never builds one
-    from wss.model.cluster import Cluster
     from wss.model.components.links import Link
+    from wss.model.sim.cluster import Cluster
 
 __all__ = ["build_trace", "write_trace", "trace_json", "wafer_process_name", "atomic_write_bytes"]
 
@@ -361,7 +361,7 @@ class _SpanTracks:
 
     def unfolded(self) -> None:
         """An unfolded run: one thread per wafer (its compute and waits, per pass) and one per tree link."""
-        from wss.model.unfolded import UnfoldedCluster
+        from wss.model.sim.unfolded import UnfoldedCluster
 
         cluster = self.cluster
         if not isinstance(cluster, UnfoldedCluster):
@@ -473,7 +473,7 @@ def build_trace(
     result
         The run's Result.
     cluster
-        The finished :class:`~wss.model.cluster.Cluster` from the same
+        The finished :class:`~wss.model.sim.cluster.Cluster` from the same
         ``simulate_detailed(scenario, record=True)`` call as ``result``
         (its spans are placed on the Result's axis, folded copies marked).
         Without it, or without recorded spans, only the Result's records

@@ -16,9 +16,7 @@ from typing import Any
 
 import simpy
 
-__all__ = ["InputSettings", "InputWorkers", "TOKEN_ID_BYTES"]
-
-TOKEN_ID_BYTES = 4  # a token id as an int32
+__all__ = ["InputSettings", "InputWorkers"]
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from simpy.events import NORMAL, PENDING
 from simpy.resources.store import StoreGet, StorePut
 
 from wss.model.components.shared_bandwidth import SharedBandwidth
+from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
 
-__all__ = ["MIN_CHUNKS_BUFFERED", "ByteStore", "Chunk", "Inlet", "Link", "chunks_buffered"]
+__all__ = ["ByteStore", "Chunk", "Inlet", "Link"]
 
 
 class Inlet(Protocol):
@@ -65,18 +66,6 @@ class Chunk:
         twin = Chunk.__new__(Chunk)
         twin.__dict__.update(self.__dict__)
         return twin
-
-
-#: Chunks a buffer admits whatever their size.  A chunk is a unit of the simulation (as large as
-#: an eighth of a kernel: ``simulation.max_chunks_per_kernel``), while the hardware moves packets,
-#: so a port keeps receiving while it sends: two chunks in a buffer (one arriving, one leaving) is
-#: that continuous flow at the chunk's grain.  Smaller chunks fill the buffer by its bytes.
-MIN_CHUNKS_BUFFERED = 2
-
-
-def chunks_buffered(capacity_bytes: int, chunk_bytes: float) -> int:
-    """Chunks of ``chunk_bytes`` a :class:`ByteStore` of ``capacity_bytes`` holds."""
-    return max(MIN_CHUNKS_BUFFERED, capacity_bytes // max(1, math.ceil(chunk_bytes)))
 
 
 class ByteStore(simpy.Store):

@@ -36,8 +36,8 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.optimizer_costs import StateTiers
 from wss.model.components.shared_bandwidth import SharedBandwidth
+from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
 
 __all__ = ["KernelStore", "MemoryXSettings", "MemoryX"]

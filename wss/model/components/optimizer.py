@@ -8,7 +8,7 @@ kernel in parallel, so the folded coprocessor runs at the shards' aggregate
 rates.  Jobs run one at a time in arrival order.
 
 Each component of the state (weights, gradient accumulator, moments) lives in
-its own tier (:func:`~wss.model.components.optimizer_costs.job_traffic`), and
+its own tier (:func:`~wss.model.machine.optimizer_costs.job_traffic`), and
 a job's three kinds of work run side by side, so it lasts as long as the
 longest: its DRAM bytes through the DRAM it shares with the weight stream and
 the gradient intake (:class:`~wss.model.components.dram.SharedDram`); its
@@ -26,7 +26,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
-from wss.model.components.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
+from wss.model.machine.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
 
 __all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
 

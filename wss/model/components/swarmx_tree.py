@@ -30,13 +30,14 @@ class's *stand-in*) is simulated: the node's broadcast copies each chunk to
 one child per class, and its reduction counts the stand-in's chunk once for
 each member of the class.  This is exact, the same argument that lets one
 wafer stand for a uniform cluster applied at every node
-(:func:`stand_ins`; docs/unfolded.md, "Classes of identical wafers").
+(:func:`wss.model.scenario.fold_rules.stand_ins`, which the cluster's builder
+passes in; docs/unfolded.md, "Classes of identical wafers").
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Generator, Hashable, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import simpy
@@ -44,68 +45,7 @@ import simpy
 from wss.model.components.links import Chunk, Inlet, Link
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 
-__all__ = ["Fanout", "Reduce", "LinkGroup", "SwarmXTree", "edge_names", "stand_ins"]
-
-
-def _children(level: int, nodes_per_level: Sequence[int], wafers: int) -> int:
-    """Edges leaving level ``level`` toward the wafers (the number of nodes, or wafers, one level down)."""
-    return wafers if level == len(nodes_per_level) else nodes_per_level[level]
-
-
-def edge_names(nodes_per_level: Sequence[int], wafers: int, name: str = "swarmx") -> list[str]:
-    """Every edge of the tree, root first: ``swarmx.l1.0``, ..., ``swarmx.l<D>.<wafers - 1>``."""
-    return [f"{name}.l{level}.{c}" for level in range(1, len(nodes_per_level) + 1)
-            for c in range(_children(level, nodes_per_level, wafers))]
-
-
-def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable | None],
-              factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
-    """Each edge's stand-in, level by level (root first): the edge simulated in its place.
-
-    Two sibling edges are in one class when their subtrees are identical: the same bandwidth factors
-    and, level by level, the same number of children in the same order, down to wafers of equal
-    ``kinds``.  The first edge of a class stands for it; an edge inside a member's subtree is stood
-    for by the edge at the same place under the member's stand-in.  An edge that stands for itself is
-    simulated; ``stand_ins(...)[-1][w]`` is the wafer simulated in wafer ``w``'s place.  With every
-    kind distinct, every edge stands for itself (one process per wafer and per edge).
-
-    A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
-    wafer below it stand for nothing (``-1``) and carry nothing.
-    """
-    factor = factor or {}
-    depth = len(nodes_per_level)
-    widths = [_children(level, nodes_per_level, wafers) for level in range(1, depth + 1)]
-    ids: dict[Hashable, int] = {}  # a signature -> a small integer naming it
-    below: list[int] = [ids.setdefault(("wafer", k), len(ids)) for k in kinds]  # what hangs under each edge
-    live = [k is not None for k in kinds]  # does any wafer that trains hang below the edge?
-    signatures: list[list[int]] = [[] for _ in range(depth)]
-    alive: list[list[bool]] = [[] for _ in range(depth)]
-    for level in range(depth, 0, -1):  # bottom-up: an edge's signature is its factor and its subtree's
-        sig = [ids.setdefault(("edge", level, factor.get(f"{name}.l{level}.{c}", 1.0), below[c]), len(ids))
-               for c in range(widths[level - 1])]
-        signatures[level - 1], alive[level - 1] = sig, live
-        nodes = nodes_per_level[level - 1]
-        below = [ids.setdefault(("node", level, *sig[i * fan_out:(i + 1) * fan_out]), len(ids))
-                 for i in range(nodes)]
-        live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
-    out: list[list[int]] = []
-    parent: list[int] = [0]  # the root node stands for itself
-    for level in range(1, depth + 1):
-        sig = signatures[level - 1]
-        first: dict[tuple[int, int], int] = {}  # (node, signature) -> its first child edge with it
-        for c in range(widths[level - 1]):
-            first.setdefault((c // fan_out, sig[c]), c)
-        row = []
-        for c in range(widths[level - 1]):
-            node = parent[c // fan_out]  # the node standing for this edge's node
-            if not alive[level - 1][c]:
-                row.append(-1)
-                continue
-            place = node * fan_out + c % fan_out  # the edge at the same place under it
-            row.append(first[(node, sig[place])])
-        out.append(row)
-        parent = row
-    return out
+__all__ = ["Fanout", "Reduce", "LinkGroup", "SwarmXTree"]
 
 
 class Fanout:
@@ -137,7 +77,7 @@ class Reduce:
 
     Children send the same chunks in the same order; a chunk is matched by its pass and sequence
     number.  Each child's put succeeds when the summed chunk has been taken by the edge above.
-    A child standing for a class of identical children (:func:`stand_ins`) puts through
+    A child standing for a class of identical children (``SwarmXTree.stand_in``) puts through
     :meth:`inlet`, and its chunk counts once per member.
     """
 
@@ -249,14 +189,15 @@ class SwarmXTree(SwarmX):
         for itself).
     bandwidth_factor
         Edge name -> factor on both of its links' bandwidth (a degraded edge).
-    kinds
-        Each wafer's kind, to simulate one subtree per class of identical ones (:func:`stand_ins`);
-        ``None``: every wafer and every edge apart.
+    stand_in
+        Each edge's stand-in, level by level, root first (the edge simulated in its place: one subtree
+        per class of identical ones, from :func:`wss.model.scenario.fold_rules.stand_ins`); ``None``:
+        every edge stands for itself (every wafer and every edge apart).
     """
 
     def __init__(self, env: simpy.Environment, settings: SwarmXSettings, fan_out: int, wafers: int,
                  path_wafer: int = 0, bandwidth_factor: Mapping[str, float] | None = None,
-                 kinds: Sequence[Hashable] | None = None):
+                 stand_in: Sequence[Sequence[int]] | None = None):
         self.settings = settings
         self.levels = settings.levels
         self.nodes_per_level = list(settings.nodes_per_level)
@@ -264,8 +205,8 @@ class SwarmXTree(SwarmX):
         self.wafers = wafers
         factor = dict(bandwidth_factor or {})
         name, depth = settings.name, settings.levels
-        self.stand_in = stand_ins(self.nodes_per_level, wafers, fan_out, range(wafers) if kinds is None else kinds,
-                                  factor, name)
+        widths = [*self.nodes_per_level[1:], wafers]  # the edges leaving each level
+        self.stand_in = ([list(range(w)) for w in widths] if stand_in is None else [list(row) for row in stand_in])
         self.down_edges = self._edges(env, "down", factor)
         self.up_edges = self._edges(env, "up", factor)
         self.fanouts: list[list[Fanout]] = []

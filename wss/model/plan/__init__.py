@@ -43,9 +43,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from wss.model.components.optimizer_costs import OPTIMIZER_COSTS
 from wss.model.kernels.cycles import NnzProfile
+from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS
 from wss.model.plan.activation_store import fit_store
+from wss.model.plan.choice import CandidateCost, PlanChoice
 from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
 from wss.model.plan.formats import INDEX_BYTES as INDEX_BYTES
 from wss.model.plan.formats import STORED_INDEX_BYTES as STORED_INDEX_BYTES
@@ -66,9 +67,8 @@ from wss.model.plan.placement import Placement, place_state
 from wss.model.plan.profiles import kernel_profiles
 from wss.model.plan.search import Costing, choose, rank
 from wss.model.plan.types import KernelPlan, Plan
-from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario
-from wss.model.wafer_shards import shard_samples
+from wss.model.scenario.shards import shard_samples
 from wss.model.workload import Op, StreamedKernel, expand_model
 
 __all__ = [
@@ -144,9 +144,10 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     fold_steps
         Allow folding of identical steps (with ``fold``): off, only micro-batches are folded.
     fold_layers
-        Allow folding of runs of identical blocks (:mod:`wss.model.layer_fold`; ``simulation.fold_micro_batches``
-        must also be on): in the forward and the backward passes (true), in those named (``("forward",)``,
-        ``("backward",)``), or not (the default: only a simulation needs the runs of identical blocks).
+        Allow folding of runs of identical blocks (:mod:`wss.model.folding.layer_fold`;
+        ``simulation.fold_micro_batches`` must also be on): in the forward and the backward passes (true),
+        in those named (``("forward",)``, ``("backward",)``), or not (the default: only a simulation needs
+        the runs of identical blocks).
     """
     s = scenario
     hw = s.hardware

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.plan.micro_batching import Candidate, block_input_widths, split_evenly
 from wss.model.plan.placement import Placement
 from wss.model.plan.problems import fmt_bytes, infeasible

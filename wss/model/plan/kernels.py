@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from wss.model.components.optimizer_costs import SCALAR_BYTES
 from wss.model.kernels.cycles import KernelCycles, NnzProfile, kernel_cycles
+from wss.model.machine.optimizer_costs import SCALAR_BYTES
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.placement import Placement
 from wss.model.plan.types import KernelPlan

@@ -1,4 +1,4 @@
-"""Runs of identical transformer blocks: what layer folding (:mod:`wss.model.layer_fold`) may fold.
+"""Runs of identical transformer blocks: what layer folding (:mod:`wss.model.folding.layer_fold`) may fold.
 
 The plan finds them once; the program then leaves out the middle of each run and the simulation
 repeats a measured block in its place.

@@ -246,7 +246,7 @@ def simulated_steps(scenario: Scenario, fold: bool) -> int:
 
     Steps repeat as micro-batches do: after the first update the run settles, so with folding on
     (``simulation.fold_micro_batches``) and at least :data:`FOLD_MIN_COPIES` steps to remove, the run
-    simulates steps 0-3 and the last, and :mod:`wss.model.step_fold` stands in for the ones between.
+    simulates steps 0-3 and the last, and :mod:`wss.model.folding.step_fold` stands in for the ones between.
     Runs that train for real (``numerics.enabled``) simulate every step: their losses are real, and
     each step's timing then comes from its own simulation.
     """

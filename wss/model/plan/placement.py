@@ -3,7 +3,7 @@
 Each kernel that owns its weights (tied weights live once, with their owner)
 keeps three state components in MemoryX: its fp32 master weights with its
 sparsity mask, its fp32 gradient accumulator, and the optimizer's moments
-(:data:`~wss.model.components.optimizer_costs.STATE_COMPONENTS`).  If all of
+(:data:`~wss.model.machine.optimizer_costs.STATE_COMPONENTS`).  If all of
 it fits DRAM, everything is DRAM.  Otherwise DRAM is filled hottest first:
 every kernel's weights (read by both stream passes of every micro-batch),
 then the gradient accumulators (touched by every micro-batch's
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wss.model.components.optimizer_costs import SCALAR_BYTES, STATE_COMPONENTS, OptimizerCost, StateTiers
 from wss.model.kernels.cycles import NnzProfile
+from wss.model.machine.optimizer_costs import SCALAR_BYTES, STATE_COMPONENTS, OptimizerCost, StateTiers
 from wss.model.plan.formats import mask_bytes
 from wss.model.plan.problems import fmt_bytes, infeasible
 from wss.model.scenario import Scenario

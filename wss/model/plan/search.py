@@ -25,7 +25,7 @@ with :func:`rank`, a few vector operations per candidate (no SimPy, no per-pass 
   micro-batch and one per step, which the wafer pays in series with its work.
 
 MemoryX's rates are the shards' added up, each at the slowest shard's
-(:func:`~wss.model.memoryx_rates.memoryx_rates`, ``faults.shards``), as the simulator runs them, so a
+(:func:`~wss.model.machine.memoryx_rates.memoryx_rates`, ``faults.shards``), as the simulator runs them, so a
 slow shard can change the choice.
 
 It leaves out what the closed-form estimate (:mod:`wss.studies.estimate`) adds: the stream
@@ -43,23 +43,22 @@ from typing import Any
 
 import numpy as np
 
-from wss.model.components.inputs import TOKEN_ID_BYTES
-from wss.model.components.links import chunks_buffered
-from wss.model.components.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.machine.figures import TOKEN_ID_BYTES, chunks_buffered
+from wss.model.machine.memoryx_rates import memoryx_rates
+from wss.model.machine.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
 from wss.model.plan.activation_store import StoreRates, offload_bytes_per_token, store_extra_s, store_rates
+from wss.model.plan.choice import CandidateCost, PlanChoice
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.kernels import chunk_count
 from wss.model.plan.micro_batching import Candidate
 from wss.model.plan.placement import Placement
-from wss.model.plan_choice import CandidateCost, PlanChoice
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
 from wss.model.workload import Op, StreamedKernel, WaferOp
 
 __all__ = ["ALTERNATIVES_KEPT", "Costing", "choose", "rank", "forced_scenario"]
 
-#: Alternatives a :class:`~wss.model.plan_choice.PlanChoice` keeps beside the chosen candidate.
+#: Alternatives a :class:`~wss.model.plan.choice.PlanChoice` keeps beside the chosen candidate.
 ALTERNATIVES_KEPT = 4
 
 
@@ -335,7 +334,7 @@ def _optimizer_terms(
     kernel's update ``[single, accumulating]``, and the flash channel's work: each kernel's
     prefetch read per streamed pass, the accumulations' and the updates' flash reads, and the writes
     left after the channel's last read.  Each job is priced as it runs alone
-    (:func:`~wss.model.components.optimizer_costs.job_seconds`), each state component at its tier:
+    (:func:`~wss.model.machine.optimizer_costs.job_seconds`), each state component at its tier:
     the DRAM the optimizer shares with the stream is left to the simulator.
     """
     mx = memoryx_rates(scenario)  # each at the slowest shard's rate (faults.shards), as the simulator runs them

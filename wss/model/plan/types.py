@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from wss.model.components.optimizer_costs import OptimizerCost, StateTiers
 from wss.model.kernels.cycles import KernelCycles, NnzProfile
+from wss.model.machine.optimizer_costs import OptimizerCost, StateTiers
+from wss.model.plan.choice import PlanChoice
 from wss.model.plan.layer_runs import BlockRun
-from wss.model.plan_choice import PlanChoice
 from wss.model.scenario import Scenario
 from wss.model.workload import Op, StreamedKernel
 
@@ -76,7 +76,7 @@ class Plan:
     nodes_per_level: list[int]
     wafer_op_seconds: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     choice: PlanChoice | None = None  # the checkpointing and micro-batches chosen, the alternatives weighed, why
-    #: Runs of identical blocks whose middle the program leaves out (:mod:`wss.model.layer_fold`); () unfolded.
+    #: Runs of identical blocks whose middle the program leaves out (:mod:`wss.model.folding.layer_fold`); () unfolded.
     layer_runs: tuple[BlockRun, ...] = ()
     #: The passes whose blocks fold: "forward" (forward passes) and "backward" (recompute and backward).
     layer_directions: tuple[str, ...] = ("forward", "backward")
@@ -88,7 +88,7 @@ class Plan:
 
     @property
     def step_fold_copies(self) -> int:
-        """Steps not simulated but repeated from step 3's measured period (:mod:`wss.model.step_fold`)."""
+        """Steps not simulated but repeated from step 3's measured period (:mod:`wss.model.folding.step_fold`)."""
         return self.scenario.training.steps - self.simulated_steps
 
     @property

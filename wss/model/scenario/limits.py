@@ -80,8 +80,8 @@ def simulated_micro_batches(s: Scenario) -> int:
     flash reads make each micro-batch differ, or when an unfolded run has uneven shards (the rules of
     :func:`wss.model.simulate.simulate_detailed`).
     """
-    from wss.model.wafer_folding import folds_wafers, uniform_shards  # lazy: they import this package
-    from wss.model.wafer_shards import shard_samples
+    from wss.model.scenario.fold_rules import folds_wafers, uniform_shards  # lazy: they import this package
+    from wss.model.scenario.shards import shard_samples
 
     per_wafer = max(shard_samples(s))
     size = s.training.micro_batch
@@ -92,7 +92,7 @@ def simulated_micro_batches(s: Scenario) -> int:
 
 
 def _simulated_work(s: Scenario) -> list[FieldProblem]:
-    from wss.model.wafer_folding import folds_wafers, simulated_wafers
+    from wss.model.scenario.fold_rules import folds_wafers, simulated_wafers
 
     kernels = sum(layer.repeat * _kernels_of(layer) for layer in s.workload.model.layers)
     micro = simulated_micro_batches(s)

@@ -394,7 +394,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
             )
         )
     elif s.training.micro_batch != "auto":
-        from wss.model.wafer_shards import shard_samples  # lazy: it imports the scenario package
+        from wss.model.scenario.shards import shard_samples  # lazy: it imports the scenario package
 
         # Samples of the busiest wafer: the global batch splits as evenly as it can over the wafers that train.
         trained = [n for n in shard_samples(s) if n]

@@ -13,8 +13,8 @@ import numpy as np
 
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.scenario import Scenario
+from wss.model.scenario.shards import reachable_wafers, shard_samples
 from wss.model.scenario.workload import DenseLayer
-from wss.model.wafer_shards import reachable_wafers, shard_samples
 from wss.model.workload import StreamedKernel, expand_model, kernel_density
 
 __all__ = ["numerics_spec", "run_numerics"]

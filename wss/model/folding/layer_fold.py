@@ -17,7 +17,7 @@ then two *fold points* per run:
   are compared, and ``hi-3``'s interval (its recompute, when checkpointing,
   and its backward passes) is repeated before block ``lo+3``.
 
-The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.fold`):
+The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.folding.fold`):
 at the starts of the two compared blocks and of the block after the copies,
 everything queued or in flight must be the same, the two compared intervals
 must be equally long and grow every counter and every cause of the wafer's
@@ -26,13 +26,13 @@ are checked too: a weight stream that waited for the previous step's update of
 its kernel, where the copies lie between the update and the wait (the real run
 has more slack there), and the wafer waiting for a later micro-batch's input
 data (which arrives on its own schedule).  Either, or any difference, raises
-:class:`~wss.model.fold.FoldMismatch` and the caller simulates every block.
+:class:`~wss.model.folding.fold.FoldMismatch` and the caller simulates every block.
 
 After the run, :func:`unfold_layers` moves everything the run recorded (the
 wafer's timeline and passes, the loss times, the optimizer's jobs, the
 micro-batch snapshots) onto the axis with the copies in place, adding each
 copy's timeline spans (marked with pass index :data:`COPY_PASS`), so the
-micro-batch and step folds (:mod:`wss.model.fold`, :mod:`wss.model.step_fold`)
+micro-batch and step folds (:mod:`wss.model.folding.fold`, :mod:`wss.model.folding.step_fold`)
 work on that axis unchanged.  A record of the copied block's passes (and of
 its kernels' optimizer jobs) stands for itself and its copies (its
 ``repeats``), as a folded micro-batch's do.
@@ -45,15 +45,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wss.model.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
+from wss.model.folding.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass, gradient_passes
 
 if TYPE_CHECKING:
-    from wss.model.cluster import Cluster
     from wss.model.components.optimizer import UpdateJob
     from wss.model.components.wafer import Wafer
+    from wss.model.sim.cluster import Cluster
 
 __all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "fold_points",
            "check_point", "unfold_layers", "unfold_wafer", "unfold_jobs", "unfold_snapshots", "wafer_copies"]

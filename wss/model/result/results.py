@@ -25,8 +25,9 @@ from pydantic import (
 )
 
 from wss.files import atomic_write_text
-from wss.model.plan_choice import PlanChoice
+from wss.model.plan.choice import PlanChoice
 from wss.model.scenario import Scenario
+from wss.model.scenario.fold_rules import UNIFORM_REASON
 
 __all__ = [
     "Result",
@@ -123,7 +124,7 @@ class StepRecord(_Data):
 class KernelRecord(_Data):
     """One pass of one operation on the wafer, one MemoryX update or accumulation, or the run's drain.
 
-    A folded run (:mod:`wss.model.fold`) simulates a few micro-batches of each step and repeats
+    A folded run (:mod:`wss.model.folding.fold`) simulates a few micro-batches of each step and repeats
     one of them: that micro-batch's records stand for every copy, and ``repeats`` says how many
     micro-batches each record stands for (1 elsewhere).  A total over the records weights each
     by ``repeats``; so weighted, the wafer records' ``compute_s`` and ``stall_*_s`` add up to the
@@ -288,10 +289,7 @@ class WaferFolding(_Data):
 
 
 #: The folding of a uniform cluster under ``simulation.fold_wafers: auto``: the default, left out of result.json.
-UNIFORM_FOLDING = WaferFolding(
-    folded=True,
-    reason="auto: the cluster is uniform, every wafer has the same number of samples",
-)
+UNIFORM_FOLDING = WaferFolding(folded=True, reason=UNIFORM_REASON)
 
 
 class WaferRecord(_Data):
@@ -371,8 +369,8 @@ class Result(_Data):
         description="Mean seconds per step the wafer spent computing or waiting for each cause."
     )
     pacing_s: dict[str, float] = Field(
-        description="Mean seconds per step by what paced it (see wss.model.results.pass_pacing): a pass's waits for "
-        "an update or input to their causes, the rest of it whole to the stream (or flash) if it waited for "
+        description="Mean seconds per step by what paced it (see wss.model.result.results.pass_pacing): a pass's "
+        "waits for an update or input to their causes, the rest of it whole to the stream (or flash) if it waited for "
         "weights, else to compute; the time after the last pass to its cause."
     )
     bound_by: str = Field(description="The category pacing most of the step (the largest of pacing_s).")

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wss.model.results import EnergySummary
+from wss.model.result.results import EnergySummary
 from wss.model.scenario import Scenario
 from wss.model.scenario.faults import cut_off_wafers
 

@@ -1,8 +1,8 @@
 """A recorded folded run on the unfolded time axis: its spans placed, and the stretches its copies fill.
 
 A folded run simulates a few blocks, micro-batches and steps and stands in for
-the identical ones between with copies (:mod:`wss.model.layer_fold`,
-:mod:`wss.model.fold`, :mod:`wss.model.step_fold`).  Recording keeps folding,
+the identical ones between with copies (:mod:`wss.model.folding.layer_fold`,
+:mod:`wss.model.folding.fold`, :mod:`wss.model.folding.step_fold`).  Recording keeps folding,
 so a trace of 96 blocks, 384 micro-batches or 1,000 steps costs little more
 than the run; :class:`UnfoldedSpans` moves what it recorded onto the unfolded
 axis of the Result:
@@ -12,8 +12,8 @@ axis of the Result:
   ``result.json`` agree.  The links' and MemoryX's spans are on the simulated
   axis and move past the block copies before them too; the wafer's timeline
   and passes and the optimizer's jobs were moved past those by the run
-  (:func:`~wss.model.layer_fold.unfold_layers`), so only the micro-batch and
-  step copies move them (:meth:`~wss.model.step_fold.Unfolding.shift`);
+  (:func:`~wss.model.folding.layer_fold.unfold_layers`), so only the micro-batch and
+  step copies move them (:meth:`~wss.model.folding.step_fold.Unfolding.shift`);
 * the copies fill :class:`FoldedStretch` es, where nothing was simulated: a
   view marks each stretch (how many copies of what, and their period) rather
   than drawing hundreds of identical copies;
@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wss.model.layer_fold import COPY_PASS
-from wss.model.step_fold import COPIED_STEP
+from wss.model.folding.layer_fold import COPY_PASS
+from wss.model.folding.step_fold import COPIED_STEP
 
 if TYPE_CHECKING:  # only the type: the spans are read from a cluster that already ran
-    from wss.model.cluster import Cluster
+    from wss.model.sim.cluster import Cluster
 
 __all__ = ["FoldedStretch", "UnfoldedSpans", "folded_stretches"]
 

@@ -9,7 +9,7 @@ waits for (a full inbox, bytes of DRAM staging, an update, input data).
 
 The description reads the SimPy event a process waits on (``Process.target``)
 and names its resource through a map of the cluster's stores, containers and
-events, so it works for any part wired in :mod:`wss.model.cluster`.
+events, so it works for any part wired in :mod:`wss.model.sim.cluster`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Turn a finished :class:`~wss.model.cluster.Cluster` into a :class:`~wss.model.results.Result`."""
+"""Turn a finished :class:`~wss.model.sim.cluster.Cluster` into a :class:`~wss.model.result.results.Result`."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wss.model.cluster import Cluster
 from wss.model.components.activations import ActivationStore
 from wss.model.components.wafer import Wafer
-from wss.model.energy import energy_summary
-from wss.model.fold import Fold
-from wss.model.goodput import failure_summary
+from wss.model.folding.fold import Fold
+from wss.model.folding.step_fold import COPIED_STEP, Unfolding
 from wss.model.program import gradient_passes
-from wss.model.results import (
+from wss.model.result.energy import energy_summary
+from wss.model.result.goodput import failure_summary
+from wss.model.result.results import (
     BREAKDOWN_CATEGORIES,
     RECORD_SECONDS,
     FlopsSummary,
@@ -24,17 +24,25 @@ from wss.model.results import (
     Result,
     StepPacer,
     StepRecord,
+    WaferFolding,
     WaferRecord,
     bound_category,
     paced_by,
     pass_pacing,
 )
-from wss.model.step_fold import COPIED_STEP, Unfolding
-from wss.model.unfolded import UnfoldedCluster, wafer_micro_batches
-from wss.model.wafer_folding import wafer_folding
+from wss.model.scenario import Scenario
+from wss.model.scenario.fold_rules import fold_decision
+from wss.model.sim.cluster import Cluster
+from wss.model.sim.unfolded import UnfoldedCluster, wafer_micro_batches
 from wss.model.workload import StreamedKernel, WaferOp
 
 __all__ = ["measure"]
+
+
+def wafer_folding(s: Scenario) -> WaferFolding:
+    """The Result's record of whether one wafer stood for all, and why (:func:`fold_decision`)."""
+    folded, reason = fold_decision(s)
+    return WaferFolding(folded=folded, reason=reason)
 
 
 def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = None) -> Result:
@@ -42,7 +50,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
 
     Times are on the unfolded axis: a folded run's repeated micro-batches and
     steps are added back from the folds' measured periods (see
-    :mod:`wss.model.fold` and :mod:`wss.model.step_fold`).
+    :mod:`wss.model.folding.fold` and :mod:`wss.model.folding.step_fold`).
     """
     plan = cluster.plan
     s = plan.scenario

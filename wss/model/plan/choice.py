@@ -1,6 +1,6 @@
 """What the planner chose and what it weighed: :class:`PlanChoice` and the :class:`CandidateCost` it ranks.
 
-Kept apart from :mod:`wss.model.plan` (which fills them) so that :mod:`wss.model.results` can carry
+Kept apart from :mod:`wss.model.plan` (which fills them) so that :mod:`wss.model.result.results` can carry
 the choice in a Result without importing the plan's machinery.  Both are frozen pydantic models,
 so a Result serialises them as they are.
 """

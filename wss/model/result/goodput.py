@@ -26,11 +26,11 @@ from __future__ import annotations
 import math
 
 from wss.errors import FieldProblem, InfeasibleError
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.plan import Plan
-from wss.model.results import FailureSummary, RunSpan, StepRecord
+from wss.model.result.results import FailureSummary, RunSpan, StepRecord
 from wss.model.scenario.faults import FailuresConfig, FaultsConfig
-from wss.model.wafer_shards import reachable_wafers
+from wss.model.scenario.shards import reachable_wafers
 
 __all__ = ["checkpoint_bytes", "checkpoint_seconds", "segment_seconds", "goodput", "best_interval",
            "failure_summary", "run_timeline"]
@@ -49,7 +49,7 @@ def checkpoint_bytes(plan: Plan) -> float:
 
 def checkpoint_seconds(plan: Plan, failures: FailuresConfig) -> float:
     """Seconds to write a checkpoint: the slowest stage of a pipelined copy from MemoryX's DRAM and flash,
-    through its network ports (each at the slowest shard's rate: :mod:`wss.model.memoryx_rates`), to storage."""
+    through its network ports (each at the slowest shard's rate: :mod:`wss.model.machine.memoryx_rates`), to storage."""
     rates = memoryx_rates(plan.scenario)
     parts = {c: where for c, where in plan.memoryx_components.items() if c in CHECKPOINTED}
     dram = sum(w.get("dram", 0.0) for w in parts.values())

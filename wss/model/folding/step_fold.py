@@ -8,7 +8,7 @@ plan simulates steps 0, 1, 2, 3 and the last (:func:`~wss.model.plan.
 micro_batching.simulated_steps`); the steps between are inserted as copies of
 step 3: every counter grows by step 3's delta per copy, and everything from
 the last step on moves later by step 3's period per copy.  Micro-batch folding
-(:mod:`wss.model.fold`) works inside each simulated step; this module works on
+(:mod:`wss.model.folding.fold`) works inside each simulated step; this module works on
 its unfolded axis, so the two compose.
 
 The fold is checked, not assumed, exactly as for micro-batches: at the starts
@@ -16,7 +16,7 @@ of steps 2, 3 and the last (the wafer starting micro-batch 0), everything
 queued or in flight must be the same, and steps 2 and 3 must be equally long,
 grow every counter alike, split the wafer's time alike by cause, and end
 (their last update done) at the same offset from their start (relative 1e-9).
-Otherwise :func:`analyse_steps` raises :class:`~wss.model.fold.FoldMismatch`
+Otherwise :func:`analyse_steps` raises :class:`~wss.model.folding.fold.FoldMismatch`
 and the caller simulates every step.
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wss.model.fold import REL_TOL, Fold, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
+from wss.model.folding.fold import REL_TOL, Fold, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
 
 __all__ = ["COPIED_STEP", "StepsFold", "Unfolding", "analyse_steps"]
 

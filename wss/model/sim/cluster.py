@@ -26,17 +26,15 @@ import simpy
 
 from wss.model.components.activations import ActivationReturn, ActivationStore, ActivationStoreSettings
 from wss.model.components.dram import SharedDram
-from wss.model.components.inputs import TOKEN_ID_BYTES, InputSettings, InputWorkers
+from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.engine import Environment
-from wss.model.flash_tails import flash_rng, read_factors
-from wss.model.fold import Fold, Snapshot, analyse
-from wss.model.layer_fold import (
+from wss.model.folding.fold import Fold, Snapshot, analyse
+from wss.model.folding.layer_fold import (
     FoldPoint,
     LayerFold,
     LayerFoldMismatch,
@@ -45,13 +43,16 @@ from wss.model.layer_fold import (
     fold_points,
     unfold_layers,
 )
-from wss.model.memoryx_rates import memoryx_rates
+from wss.model.folding.step_fold import StepsFold, Unfolding, analyse_steps
+from wss.model.machine.figures import TOKEN_ID_BYTES
+from wss.model.machine.flash_tails import flash_rng, read_factors
+from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
 from wss.model.scenario import PRECISION_BYTES
-from wss.model.stall import run_or_explain
-from wss.model.step_fold import StepsFold, Unfolding, analyse_steps
+from wss.model.sim.engine import Environment
+from wss.model.sim.stall import run_or_explain
 
 __all__ = [
     "Cluster",
@@ -189,7 +190,7 @@ class Cluster:
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
     """The optimizer coprocessors of all MemoryX shards, folded: the shards' rates add up (each at the slowest
-    shard's: :mod:`wss.model.memoryx_rates`)."""
+    shard's: :mod:`wss.model.machine.memoryx_rates`)."""
     rates = memoryx_rates(plan.scenario)
     return OptimizerSettings(
         flash_read_Bps=rates.flash_read_Bps,
@@ -513,7 +514,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
 
 
 def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
-    """Raise :class:`LayerFoldMismatch` where a wait reaches across layer copies (module :mod:`wss.model.layer_fold`).
+    """Raise :class:`LayerFoldMismatch` where a wait reaches across layer copies (:mod:`wss.model.folding.layer_fold`).
 
     A stream pass that waited for the previous step's update of its kernel, with copies between that
     update's gradient and the wait, would wait less (or not at all) in the real run; so would the wafer

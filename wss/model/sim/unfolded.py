@@ -1,6 +1,6 @@
 """The unfolded cluster: every wafer its own process, every SwarmX edge its own link.
 
-:mod:`wss.model.cluster` folds identical wafers and tree paths into one chain,
+:mod:`wss.model.sim.cluster` folds identical wafers and tree paths into one chain,
 exact when the cluster is uniform.  Here the same parts are built, but each
 wafer (with its own input workers and, with activation offload, its own
 activation store) is a separate SimPy process on its own shard, and the tree
@@ -27,7 +27,7 @@ members; every wafer still gets its own record, copied from its class's.
 One wafer stands for the rest in the Result's breakdown
 and records: the busiest (the first with the most work: its shard times its
 slowdown); the others are summarised per wafer
-(:class:`~wss.model.results.WaferRecord`).
+(:class:`~wss.model.result.results.WaferRecord`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,32 @@ from typing import Any, cast
 
 import simpy
 
-from wss.model.cluster import (
+from wss.model.components.activations import ActivationStore
+from wss.model.components.inputs import InputWorkers
+from wss.model.components.links import Link
+from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
+from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.folding.fold import Snapshot, analyse, seconds_by_cause
+from wss.model.folding.layer_fold import (
+    LayerFold,
+    LayerFoldMismatch,
+    LayersFold,
+    check_point,
+    fold_points,
+    unfold_jobs,
+    unfold_snapshots,
+    unfold_wafer,
+    wafer_copies,
+)
+from wss.model.kernels.cycles import KernelCycles
+from wss.model.machine.jitter import compute_factors, jitter_rng
+from wss.model.plan import FOLDED_PREFIX, Plan
+from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
+from wss.model.plan.micro_batching import split_evenly
+from wss.model.program import Pass, build_program, updated_kernels
+from wss.model.scenario.fold_rules import stand_ins
+from wss.model.scenario.shards import reachable_wafers
+from wss.model.sim.cluster import (
     Cluster,
     StorePaths,
     _event_count,
@@ -53,32 +78,8 @@ from wss.model.cluster import (
     swarmx_settings,
     wafer_settings,
 )
-from wss.model.components.activations import ActivationStore
-from wss.model.components.inputs import InputWorkers
-from wss.model.components.links import Link
-from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
-from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.engine import Environment
-from wss.model.fold import Snapshot, analyse, seconds_by_cause
-from wss.model.jitter import compute_factors, jitter_rng
-from wss.model.kernels.cycles import KernelCycles
-from wss.model.layer_fold import (
-    LayerFold,
-    LayerFoldMismatch,
-    LayersFold,
-    check_point,
-    fold_points,
-    unfold_jobs,
-    unfold_snapshots,
-    unfold_wafer,
-    wafer_copies,
-)
-from wss.model.plan import FOLDED_PREFIX, Plan
-from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
-from wss.model.plan.micro_batching import split_evenly
-from wss.model.program import Pass, build_program, updated_kernels
-from wss.model.stall import run_or_explain
-from wss.model.wafer_shards import reachable_wafers
+from wss.model.sim.engine import Environment
+from wss.model.sim.stall import run_or_explain
 
 __all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer",
            "wafer_kinds"]
@@ -275,15 +276,17 @@ def _programs(plan: Plan, program: list[Pass], sizes: list[list[int]]) -> dict[t
 def build_unfolded(plan: Plan, record: bool = False,
                    progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Build every part, one wafer and one set of input workers per wafer, and wire the tree; nothing runs yet."""
-    env = Environment()  # SimPy's, with its event loop in one function (wss.model.engine)
+    env = Environment()  # SimPy's, with its event loop in one function (wss.model.sim.engine)
     hw = plan.scenario.hardware
     program = build_program(plan)
     memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     rep = representative_wafer(plan)
     faults = plan.scenario.faults
     kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
+    classes = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
+                        faults.bandwidth_factors(), swarmx_settings(plan).name)
     tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
-                      kinds)
+                      classes)
     stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
     memoryx_in = memoryx_in_link(env, plan)
@@ -368,7 +371,7 @@ def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, path
 
 
 def _mark_layers(cluster: UnfoldedCluster) -> None:
-    """Layer folding (:mod:`wss.model.layer_fold`): every simulated wafer notes where it starts the fold
+    """Layer folding (:mod:`wss.model.folding.layer_fold`): every simulated wafer notes where it starts the fold
     points' passes; the representative also snapshots the cluster there and checks each fold point."""
     env, rep, plan = cluster.env, cluster.wafer, cluster.plan
     cluster.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions)

@@ -1,0 +1,144 @@
+"""Whether to fold the wafers into one: the rule behind ``simulation.fold_wafers``.
+
+Folded, one wafer and one SwarmX root-to-leaf path stand for all of them
+(:mod:`wss.model.sim.cluster`); unfolded, every wafer is its own process and every
+tree edge its own link (:mod:`wss.model.sim.unfolded`), except that identical
+wafers under identical subtrees are simulated once (:func:`stand_ins`).  The two agree exactly on a
+uniform cluster, where every wafer gets the same chunks at the same times and
+does the same work on them, so ``auto`` folds exactly then: it is the same
+answer for a fraction of the events.  A cluster is not uniform when the global
+batch does not divide evenly over the wafers (the wafers with one sample fewer
+finish each pass early and wait).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+from wss.model.scenario.scenario import Scenario
+from wss.model.scenario.shards import shard_samples
+
+__all__ = ["fold_decision", "folds_wafers", "uniform_shards", "simulated_wafers", "stand_ins", "UNIFORM_REASON"]
+
+#: Why a uniform cluster folds under ``simulation.fold_wafers: auto`` (the default, left out of result.json).
+UNIFORM_REASON = "auto: the cluster is uniform, every wafer has the same number of samples"
+
+
+def uniform_shards(scenario: Scenario) -> bool:
+    """Does every wafer that trains (none is cut off by a node that is down) get the same number of samples?"""
+    return len({n for n in shard_samples(scenario) if n}) == 1
+
+
+def _shards(scenario: Scenario) -> str:
+    """'1544 samples over 192 wafers: 8 wafers of 9, 184 of 8'."""
+    samples = [n for n in shard_samples(scenario) if n]
+    hi, lo = max(samples), min(samples)
+    return (f"{scenario.training.global_batch} samples over {len(samples)} wafers: {samples.count(hi)} wafers "
+            f"of {hi}, {samples.count(lo)} of {lo}")
+
+
+def _decision(scenario: Scenario) -> tuple[bool, str]:
+    """Fold or not, and which rule decided: ``true``, ``false``, ``faults``, ``uniform`` or ``uneven``."""
+    asked = scenario.simulation.fold_wafers
+    if asked is True:
+        return True, "true"
+    if asked is False:
+        return False, "false"
+    if scenario.faults.sets_wafers_apart:
+        return False, "faults"
+    return (True, "uniform") if uniform_shards(scenario) else (False, "uneven")
+
+
+def folds_wafers(scenario: Scenario) -> bool:
+    """Does the run fold the wafers into one (:func:`wafer_folding` without its reason)?"""
+    return _decision(scenario)[0]
+
+
+def fold_decision(scenario: Scenario) -> tuple[bool, str]:
+    """Fold or not, and why in words, from ``simulation.fold_wafers`` and the scenario's uniformity
+    (a Result's ``wafer_folding`` record)."""
+    rule = _decision(scenario)[1]
+    if rule == "true":
+        extra = ""
+        if not uniform_shards(scenario):
+            extra = f"; the shards are uneven ({_shards(scenario)}): the busiest stands for all"
+        return True, f"simulation.fold_wafers is true{extra}"
+    if rule == "false":
+        return False, "simulation.fold_wafers is false"
+    if rule == "faults":
+        return False, f"auto: faults ({scenario.faults.describe(apart_only=True)})"
+    if rule == "uniform":
+        return True, UNIFORM_REASON
+    return False, f"auto: the shards are uneven, {_shards(scenario)}"
+
+
+def simulated_wafers(scenario: Scenario) -> int:
+    """Wafers an unfolded run simulates: one per class of identical wafers under identical subtrees
+    (``simulation.wafer_classes``; :func:`stand_ins`), else every wafer.
+
+    A wafer's kind here is its shard, its slowdown and, with jitter, itself (every wafer draws its own
+    factors): equal shards make equal micro-batches, so these are the classes the run uses.
+    """
+    hw, faults = scenario.hardware, scenario.faults
+    if not scenario.simulation.wafer_classes or faults.jitter is not None:
+        return sum(1 for n in shard_samples(scenario) if n)
+    slow = faults.slowdowns()
+    kinds = [(n, slow.get(w, 1.0)) if n else None for w, n in enumerate(shard_samples(scenario))]
+    leaves = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
+                       faults.bandwidth_factors())[-1]
+    return sum(1 for w, s in enumerate(leaves) if s == w)
+
+
+def _children(level: int, nodes_per_level: Sequence[int], wafers: int) -> int:
+    """Edges leaving level ``level`` toward the wafers (the number of nodes, or wafers, one level down)."""
+    return wafers if level == len(nodes_per_level) else nodes_per_level[level]
+
+
+def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable | None],
+              factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
+    """Each edge's stand-in, level by level (root first): the edge simulated in its place.
+
+    Two sibling edges are in one class when their subtrees are identical: the same bandwidth factors
+    and, level by level, the same number of children in the same order, down to wafers of equal
+    ``kinds``.  The first edge of a class stands for it; an edge inside a member's subtree is stood
+    for by the edge at the same place under the member's stand-in.  An edge that stands for itself is
+    simulated; ``stand_ins(...)[-1][w]`` is the wafer simulated in wafer ``w``'s place.  With every
+    kind distinct, every edge stands for itself (one process per wafer and per edge).
+
+    A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
+    wafer below it stand for nothing (``-1``) and carry nothing.
+    """
+    factor = factor or {}
+    depth = len(nodes_per_level)
+    widths = [_children(level, nodes_per_level, wafers) for level in range(1, depth + 1)]
+    ids: dict[Hashable, int] = {}  # a signature -> a small integer naming it
+    below: list[int] = [ids.setdefault(("wafer", k), len(ids)) for k in kinds]  # what hangs under each edge
+    live = [k is not None for k in kinds]  # does any wafer that trains hang below the edge?
+    signatures: list[list[int]] = [[] for _ in range(depth)]
+    alive: list[list[bool]] = [[] for _ in range(depth)]
+    for level in range(depth, 0, -1):  # bottom-up: an edge's signature is its factor and its subtree's
+        sig = [ids.setdefault(("edge", level, factor.get(f"{name}.l{level}.{c}", 1.0), below[c]), len(ids))
+               for c in range(widths[level - 1])]
+        signatures[level - 1], alive[level - 1] = sig, live
+        nodes = nodes_per_level[level - 1]
+        below = [ids.setdefault(("node", level, *sig[i * fan_out:(i + 1) * fan_out]), len(ids))
+                 for i in range(nodes)]
+        live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
+    out: list[list[int]] = []
+    parent: list[int] = [0]  # the root node stands for itself
+    for level in range(1, depth + 1):
+        sig = signatures[level - 1]
+        first: dict[tuple[int, int], int] = {}  # (node, signature) -> its first child edge with it
+        for c in range(widths[level - 1]):
+            first.setdefault((c // fan_out, sig[c]), c)
+        row = []
+        for c in range(widths[level - 1]):
+            node = parent[c // fan_out]  # the node standing for this edge's node
+            if not alive[level - 1][c]:
+                row.append(-1)
+                continue
+            place = node * fan_out + c % fan_out  # the edge at the same place under it
+            row.append(first[(node, sig[place])])
+        out.append(row)
+        parent = row
+    return out
