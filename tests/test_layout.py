@@ -3,6 +3,8 @@
 * data flows one way: ``wss.model`` imports nothing from ``views``, ``studies`` or ``cli``;
   ``views`` import nothing from ``studies`` or ``cli``; ``studies`` nothing from ``cli``;
 * only ``wss.cli`` parses argv or exits: no ``sys.exit``/``argparse`` anywhere else;
+* inside ``wss.model``, each wing imports only from the wings below it (:data:`MODEL_WINGS`), except
+  for names imported only for type checking;
 * components never see the Plan or the Scenario: they take their own settings;
 * no function in ``wss/`` is longer than 80 lines.
 """
@@ -78,6 +80,53 @@ def test_only_the_cli_parses_arguments_or_exits():
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "sys"):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} calls sys.exit")
     assert not offenders, offenders
+
+
+#: The wings of ``wss.model``, ground floor first: a module may import from its own wing and those
+#: before it in this list, never from one after it (docs/architecture.md, "Layers").
+MODEL_WINGS = ("scenario", "machine", "workload", "kernels", "numerics", "plan", "program", "components",
+               "folding", "sim", "result", "simulate")
+
+
+def _wing(module: str) -> str | None:
+    """The wing of a dotted ``wss.model`` module name (``wss.model.sim.cluster`` -> ``sim``)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["wss", "model"] else None
+
+
+def _runtime_imports(tree: ast.Module) -> set[str]:
+    """Absolute imports outside ``if TYPE_CHECKING:`` blocks (lazy imports inside functions included)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for child in node.body for n in ast.walk(child))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_model_wings_are_listed_and_complete():
+    """Every top-level entry of wss/model is a wing of the list (a new one must say where it stands)."""
+    entries = {p.stem for p in (PACKAGE / "model").iterdir() if p.name != "__init__.py" and p.name != "__pycache__"}
+    assert entries == set(MODEL_WINGS)
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "model").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_model_wings_import_only_downward(path: Path):
+    own = _wing("wss." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+    if own not in MODEL_WINGS:  # wss/model/__init__.py, which imports nothing
+        return
+    rank = MODEL_WINGS.index(own)
+    up = sorted(m for m in _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))
+                if (w := _wing(m)) is not None and w in MODEL_WINGS and MODEL_WINGS.index(w) > rank)
+    assert not up, f"{path.relative_to(PACKAGE)} ({own}) imports {up}, from wings above it"
 
 
 def test_components_take_their_own_settings_not_the_plan():
