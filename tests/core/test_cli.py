@@ -281,3 +281,20 @@ def test_missing_scenario_file(bad_runs):
 def test_entry_point_is_the_console_script():
     cmd = wss_command()
     assert cmd[-1].endswith("wss")
+
+
+def test_presets_fails_when_the_installation_has_none(tmp_path, monkeypatch, capsys):
+    """A package built without its configs/ (a broken wheel) says so and exits 1, not an empty list and 0."""
+    from wss.cli import main
+    from wss.model.scenario import presets
+
+    monkeypatch.setattr(presets, "config_root", lambda: tmp_path)
+    presets._part_files.cache_clear()
+    presets._model_table.cache_clear()
+    try:
+        assert main(["presets"]) == 1
+    finally:
+        presets._part_files.cache_clear()
+        presets._model_table.cache_clear()
+    err = capsys.readouterr().err
+    assert err.startswith("error: no presets found under") and "missing its configs/" in err

@@ -21,7 +21,15 @@ import json
 from pathlib import Path
 
 from wss.cli import see
-from wss.cli.common import EXIT_OK, add_quiet_argument, add_scenario_argument, add_set_argument, relabel
+from wss.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_quiet_argument,
+    add_scenario_argument,
+    add_set_argument,
+    print_error,
+    relabel,
+)
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
 
@@ -128,10 +136,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _presets() -> int:
-    from wss.model.scenario.presets import list_presets, load_model_preset
+    """List what ships; a package installed without its presets (a broken build) is an error, not an empty list."""
+    from wss.model.scenario.presets import PART_KINDS, config_root, list_presets, load_model_preset
 
     presets = list_presets()
-    for kind in ("hardware", "wafer", "memoryx", "swarmx", "runtime", "activation_store", "storage"):
+    if not any(presets.values()):
+        print_error(f"no presets found under {config_root()}: this installation of wss is missing its configs/ "
+                    "folder (reinstall it from a wheel or a checkout)")
+        return EXIT_FAILED
+    for kind in PART_KINDS:
         print(f"{kind}: {', '.join(presets[kind])}")
     print("model:")
     for name in presets["model"]:
