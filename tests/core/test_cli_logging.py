@@ -17,18 +17,20 @@ def _run(capsys, *argv: str) -> str:
 
 
 def test_verbose_logs_the_plan_and_the_folding(tmp_path, capsys):
-    err = _run(capsys, "-v", "simulate", str(FC_MNIST), "-o", str(tmp_path), "--quiet")
+    err = _run(capsys, "-v", "simulate", str(FC_MNIST), "-o", str(tmp_path))
     lines = err.splitlines()
     assert any(line.startswith("wss: INFO: fc-mnist: none checkpointing, 1 micro-batch") for line in lines)
     assert any("wafers folded (auto: the cluster is uniform" in line for line in lines)
     assert not any("DEBUG" in line for line in lines)
-    err = _run(capsys, "-vv", "simulate", str(FC_MNIST), "-o", str(tmp_path), "--quiet")
+    err = _run(capsys, "-vv", "simulate", str(FC_MNIST), "-o", str(tmp_path))
     assert any(line.startswith("wss: DEBUG: fc-mnist: ") and "SimPy events" in line for line in err.splitlines())
 
 
 def test_by_default_and_with_q_nothing_is_logged(tmp_path, capsys):
     assert _run(capsys, "simulate", str(FC_MNIST), "-o", str(tmp_path), "--quiet") == ""
     assert _run(capsys, "-q", "-v", "simulate", str(FC_MNIST), "-o", str(tmp_path), "--quiet") == ""
+    # -q prints nothing but errors wherever it stands, -v or not
+    assert _run(capsys, "-v", "simulate", str(FC_MNIST), "-o", str(tmp_path), "-q") == ""
 
 
 def test_a_fold_fallback_is_logged(capsys, tmp_path):
@@ -42,7 +44,7 @@ def test_a_fold_fallback_is_logged(capsys, tmp_path):
            "training": {"global_batch": 8, "micro_batch": 1, "optimizer": "sgd", "steps": 1}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    err = _run(capsys, "-v", "simulate", str(path), "-o", str(tmp_path / "out"), "--quiet")
+    err = _run(capsys, "-v", "simulate", str(path), "-o", str(tmp_path / "out"))
     assert "simulating 5 of 8 micro-batches per step" in err
     assert "the fold's check failed" in err
 

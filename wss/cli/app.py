@@ -49,18 +49,68 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (simulate, plan, see, diff, check, fid
                                             completion)
 
 
+_VERBOSE_HELP = "say what wss decides and why on stderr: -v the plan, folding and fallbacks; -vv more"
+_QUIET_HELP = "print nothing but errors: no logging, and no summary, table or progress where the command has one"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``wss`` argument parser with every registered command."""
+    """The ``wss`` argument parser with every registered command (:func:`_build`)."""
+    return _build()[0]
+
+
+def _build() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``wss`` argument parser, and each command's name -> its own parser.
+
+    ``-v`` and ``-q`` mean the same before the command and after it (``wss -q simulate`` and ``wss
+    simulate -q``): each command's parser takes them too, and :func:`_parse` adds the two counts of ``-v``
+    (``wss -v simulate -v`` is ``-vv``).
+    """
     ap = argparse.ArgumentParser(prog="wss", description="Simulate wafer-scale weight-streaming training clusters.")
     ap.add_argument("--version", action="version", version=f"wss {__version__}")
-    ap.add_argument("-v", "--verbose", action="count", default=0,
-                    help="say what wss decides and why on stderr: -v the plan, folding and fallbacks; -vv more")
-    ap.add_argument("-q", "--quiet", dest="log_quiet", action="store_true",
-                    help="log nothing but errors (each command's own --quiet silences its output)")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    ap.add_argument("-v", "--verbose", action="count", default=0, help=_VERBOSE_HELP)
+    ap.add_argument("-q", "--quiet", dest="log_quiet", action="store_true", help=_QUIET_HELP)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_commands(sub)
-    return ap
+    for command in sub.choices.values():
+        command.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0, help=_VERBOSE_HELP)
+        with contextlib.suppress(argparse.ArgumentError):  # a command's own -q/--quiet also silences its output
+            command.add_argument("-q", "--quiet", dest="log_quiet", action="store_true", default=argparse.SUPPRESS,
+                                 help=_QUIET_HELP)
+    return ap, dict(sub.choices)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """Parse ``argv``, or say what is wrong with it in the command's own words.
+
+    A bare ``wss`` prints the help; an unknown command gets a "did you mean"; arguments the command does
+    not take are reported with the command's usage, not the top level's.  Returns the exit code when
+    there is nothing to run.
+    """
+    import difflib
+
+    ap, commands = _build()
+    if not argv:
+        ap.print_help()
+        return EXIT_OK
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is not None and word not in commands:
+        close = difflib.get_close_matches(word, list(commands), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; the commands are: {', '.join(commands)}"
+        ap.print_usage(sys.stderr)
+        print_error(f"unknown command {word!r}{hint}")
+        return EXIT_BAD_INPUT
+    args, extra = ap.parse_known_args(argv)
+    if args.command is None:
+        ap.error("give a command (wss --help lists them)")
+    if extra:
+        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    args.verbose += args.verbose_after
+    quiet = bool(args.log_quiet or getattr(args, "quiet", False))
+    args.log_quiet = quiet
+    if hasattr(args, "quiet"):
+        args.quiet = quiet
+    return args
 
 
 def _owner(command: str) -> ModuleType:
@@ -107,7 +157,10 @@ def _logging_to_stderr(verbose: int, quiet: bool) -> Iterator[None]:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    parsed = _parse(sys.argv[1:] if argv is None else list(argv))
+    if isinstance(parsed, int):
+        return parsed
+    args = parsed
     try:
         with _logging_to_stderr(args.verbose, args.log_quiet):
             code: int = _owner(args.command).run(args)

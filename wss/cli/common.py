@@ -152,4 +152,4 @@ def add_set_argument(parser: argparse.ArgumentParser, example: str = "hardware.w
 
 
 def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")

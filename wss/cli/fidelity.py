@@ -35,7 +35,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("cases", nargs="*", type=Path,
                      help="case files or folders (default: scenarios/validation of this checkout)")
     rep.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    rep.add_argument("--quiet", action="store_true", help="print only failures and the count")
+    rep.add_argument("-q", "--quiet", action="store_true", help="print only failures and the count")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from wss.cli.common import add_quiet_argument
 from wss.errors import WssError
 from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 
@@ -54,7 +55,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     plot.add_argument("--step", type=int, default=None, help="step of the timeline (default: the last)")
     plot.add_argument("--format", dest="formats", action="append", choices=("png", "svg", "pdf"), default=None,
                       help="file format (repeatable; default: png and svg)")
-    plot.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_quiet_argument(plot)
 
     rep = subparsers.add_parser("report", help="per-pass, kernel, layer or phase table of a result (text, CSV) and a "
                                                "bottleneck verdict")
@@ -68,7 +69,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                           "micro-batches included (also for --csv); --group is the same option")
     rep.add_argument("--verdict", action="store_true",
                      help="say what bounds the step and re-simulate to find the change that helps most")
-    rep.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_quiet_argument(rep)
 
 
 #: Suffixes of scenario files: a ``--trace`` or ``--plots`` value with one is the scenario, not an output.

@@ -70,7 +70,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     p.add_argument("--baseline", default=None, metavar="KEY",
                    help="varied key whose smallest value is the speed-up reference in each group (default: "
                    "hardware.wafers if varied, else the first numeric varied key)")
-    p.add_argument("--quiet", action="store_true", help="print no table and no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true", help="print no table and no progress bar")
     return p
 
 
