@@ -3,9 +3,10 @@
 The pool is a :class:`concurrent.futures.ProcessPoolExecutor` on the ``spawn`` start method (safe beside
 threads, as in Jupyter or next to Dask, and the same on every OS).  Two things would otherwise leave its
 workers running after the sweep: shutting the pool down waits for the points they are running, which can
-take minutes after Ctrl-C; and a parent killed with SIGKILL cannot stop them at all.  The first is
-handled by terminating the workers, the second by a watcher thread in every worker that exits it as soon
-as its parent is gone.
+take minutes after Ctrl-C; and a parent killed with SIGKILL cannot stop them at all.  Every worker runs a
+small watcher thread that exits the worker as soon as the sweep sets the pool's stop event, or as soon as
+the worker's parent is gone.  Only public API is used: the executor's initializer, and an event of the
+same multiprocessing context passed to it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import concurrent.futures as cf
 import contextlib
 import multiprocessing
 import os
-import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["PARENT_POLL_S", "local_pool"]
 
@@ -30,24 +31,27 @@ def local_pool(workers: int) -> Iterator[cf.ProcessPoolExecutor]:
     If the block raises (Ctrl-C, SIGTERM raised as an exception by the CLI, or an error), the workers
     are ended at once, mid-point, instead of being waited for.
     """
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                  initializer=_end_with_parent, initargs=(os.getpid(),))
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                  initializer=_end_with_parent, initargs=(os.getpid(), stop))
     try:
         yield pool
     except BaseException:
-        _terminate_workers(pool)
+        stop.set()  # every worker exits now: the pool then fails what is left, and shutting down waits for nothing
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _end_with_parent(parent: int) -> None:
-    """Pool worker initializer: end this worker as soon as the sweep's process is gone.
+def _end_with_parent(parent: int, stop: Any) -> None:
+    """Pool worker initializer: end this worker when the sweep sets ``stop`` or its process is gone.
 
     A parent killed with SIGKILL (or crashing) cannot stop its workers, and a worker left behind keeps
     the caller's stdout open and the multiprocessing resource tracker alive.  A daemon thread watches
-    the parent's pid (a reparented worker sees another one) and exits the worker.  Ctrl-C in a terminal
-    reaches the whole process group: the workers ignore it, and the parent, which handles it, ends them.
+    the stop event and the parent's pid (a reparented worker sees another one) and exits the worker.
+    Ctrl-C in a terminal reaches the whole process group: the workers ignore it, and the parent, which
+    handles it, sets the stop event.
     """
     import signal
     import threading
@@ -55,16 +59,8 @@ def _end_with_parent(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
+        while os.getppid() == parent and not stop.wait(PARENT_POLL_S):
+            pass
         os._exit(1)
 
     threading.Thread(target=watch, name="wss-end-with-parent", daemon=True).start()
-
-
-def _terminate_workers(pool: cf.ProcessPoolExecutor) -> None:
-    """End a local pool's workers now instead of waiting for the points they are running."""
-    processes = getattr(pool, "_processes", None) or {}  # concurrent.futures keeps them here (3.11-3.13)
-    for proc in list(processes.values()):
-        with contextlib.suppress(Exception):
-            proc.terminate()
