@@ -360,7 +360,11 @@ def worker_main(timeout_s: float) -> None:
         raise CaseTimeout
 
     signal.signal(signal.SIGALRM, alarm)
-    import wss.cli  # noqa: F401  (imported once, before the first case's clock starts)
+    # Imported once, before the first case's clock starts: `wss.cli` loads the model lazily, and an alarm going
+    # off while the first case imports it (numpy, SimPy, the planner; about a second on a loaded machine) would
+    # leave half-imported extension modules that cannot be imported again, so every later case would fail.
+    import wss.cli
+    import wss.model.simulate  # noqa: F401
 
     for line in sys.stdin:
         case = json.loads(line)

@@ -28,6 +28,8 @@ _spec.loader.exec_module(fuzz)
 
 #: Seconds one case may take here (the bases simulate in about a second; a hang would take forever).
 CASE_TIMEOUT_S = 30.0
+#: The alarm of the worker that must report a hang, and then still answer an ordinary case.
+HANG_TIMEOUT_S = 5.0
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +72,12 @@ def test_a_traceback_a_hang_and_nonsense_are_told_apart(worker, tmp_path):
     assert fuzz._step_outcome(1.5)[0] == "accepted"
     assert fuzz._classify_rejection("x" * 2001)[0] == "nonsense"
     assert fuzz._classify_rejection("Traceback (most recent call last):\n")[0] == "nonsense"
-    slow = fuzz.Worker(1.0)
-    try:  # a scenario the work bound admits but that takes far longer than 1 s: reported as a hang
+    # The alarm leaves a loaded machine ample time for the case that must answer (milliseconds), and the case
+    # that must hang takes about a second a step on an idle one: 100 steps (near the work bound) run far past it.
+    slow = fuzz.Worker(HANG_TIMEOUT_S)
+    try:  # a scenario the work bound admits but that takes far longer than the alarm: reported as a hang
         case = {"base": "gpt3_175b.yaml", "channel": "api", "sets": [], "text_mutation": "none",
-                "overrides": [["training.steps", 10], ["simulation.fold_micro_batches", False]],
+                "overrides": [["training.steps", 100], ["simulation.fold_micro_batches", False]],
                 "data": __import__("yaml").safe_load(
                     (REPO / "scenarios" / "gpt3_175b.yaml").read_text())}
         assert slow.run(case)[0] == "hang"

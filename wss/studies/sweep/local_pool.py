@@ -1,0 +1,66 @@
+"""The local process pool of a sweep, whose workers end with the sweep however it ends.
+
+The pool is a :class:`concurrent.futures.ProcessPoolExecutor` on the ``spawn`` start method (safe beside
+threads, as in Jupyter or next to Dask, and the same on every OS).  Two things would otherwise leave its
+workers running after the sweep: shutting the pool down waits for the points they are running, which can
+take minutes after Ctrl-C; and a parent killed with SIGKILL cannot stop them at all.  Every worker runs a
+small watcher thread that exits the worker as soon as the sweep sets the pool's stop event, or as soon as
+the worker's parent is gone.  Only public API is used: the executor's initializer, and an event of the
+same multiprocessing context passed to it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["PARENT_POLL_S", "local_pool"]
+
+#: Seconds between a pool worker's checks that the process that started it is still there.
+PARENT_POLL_S = 0.25
+
+
+@contextlib.contextmanager
+def local_pool(workers: int) -> Iterator[cf.ProcessPoolExecutor]:
+    """A spawn process pool of ``workers`` processes, started on demand, shut down on leaving the block.
+
+    If the block raises (Ctrl-C, SIGTERM raised as an exception by the CLI, or an error), the workers
+    are ended at once, mid-point, instead of being waited for.
+    """
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                  initializer=_end_with_parent, initargs=(os.getpid(), stop))
+    try:
+        yield pool
+    except BaseException:
+        stop.set()  # every worker exits now: the pool then fails what is left, and shutting down waits for nothing
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _end_with_parent(parent: int, stop: Any) -> None:
+    """Pool worker initializer: end this worker when the sweep sets ``stop`` or its process is gone.
+
+    A parent killed with SIGKILL (or crashing) cannot stop its workers, and a worker left behind keeps
+    the caller's stdout open and the multiprocessing resource tracker alive.  A daemon thread watches
+    the stop event and the parent's pid (a reparented worker sees another one) and exits the worker.
+    Ctrl-C in a terminal reaches the whole process group: the workers ignore it, and the parent, which
+    handles it, sets the stop event.
+    """
+    import signal
+    import threading
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent and not stop.wait(PARENT_POLL_S):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="wss-end-with-parent", daemon=True).start()
