@@ -472,3 +472,19 @@ def test_duplicate_key_is_an_error(tmp_path):
     with pytest.raises(ScenarioError) as info:
         wss.load_scenario(path)
     assert "hardware.wafers" in str(info.value) or "(line 4)" in str(info.value)
+
+
+@pytest.mark.parametrize(("overrides", "path", "message"), [
+    ({"hardware.wafer": 4}, "hardware.wafer",
+     "must be a section of fields (preset, name, core_rows, core_cols, ...), got 4"),
+    ({"hardware": 4}, "hardware", "must be a section of fields (preset, wafers, wafer, memoryx, ...), got 4"),
+    ({"training": [1]}, "training",
+     "must be a section of fields (global_batch, seq_len, micro_batch, optimizer, ...), got a list"),
+])
+def test_a_value_where_a_section_belongs_is_told_in_the_users_words(overrides, path, message):
+    """Not pydantic's "a valid dictionary or instance of WaferConfig": the section and the fields it takes."""
+    with pytest.raises(ScenarioError) as exc:
+        wss.load_scenario(SCENARIOS / "fc_mnist.yaml", overrides)
+    (problem,) = exc.value.problems
+    assert (problem.path, problem.message) == (path, f"{message} [from --set {path}]")
+    assert "Config" not in str(exc.value)

@@ -39,6 +39,7 @@ from pydantic_core import ErrorDetails
 
 from wss.errors import FieldProblem, quote
 from wss.model.scenario.base import format_bound
+from wss.model.scenario.presets import PART_KINDS
 
 __all__ = ["problems_from_errors", "closest", "did_you_mean", "field_paths", "key_types"]
 
@@ -291,6 +292,8 @@ def _problem(item: _Located) -> FieldProblem:
         else:
             message = "required field is missing" + (f"; one of {expected}" if expected else "")
         return FieldProblem(".".join(path), message)
+    if kind in _SECTION_TYPES and _is_model(item.node):
+        return FieldProblem(".".join(path), _section_message(item.node, err.get("input"), path[-1] if path else ""))
     message = _MESSAGES.get(kind, err["msg"])
     ranged = _range_message(kind, ctx, err.get("input"))
     if ranged is not None:
@@ -307,6 +310,20 @@ def _problem(item: _Located) -> FieldProblem:
     elif "input" in err and kind not in _MESSAGES and not isinstance(err["input"], (dict, list)):
         message = f"{message} (got {quote(err['input'])})"
     return FieldProblem(".".join(path), message)
+
+
+#: Pydantic's "not a mapping" errors for a field that is a section of fields (they name the model's class).
+_SECTION_TYPES = ("model_type", "dict_type", "model_attributes_type")
+
+
+def _section_message(model: type[BaseModel], value: Any, key: str) -> str:
+    """'must be a section of fields (preset, name, core_rows, ...), got 4': the user's words, not the class name.
+    A section that can name a shipped preset (``wafer: {preset: wse3}``) lists ``preset`` first."""
+    fields = list(model.model_fields)
+    if key in PART_KINDS and "preset" not in fields:
+        fields.insert(0, "preset")
+    shown = ", ".join(fields[:4]) + (", ..." if len(fields) > 4 else "")
+    return f"must be a section of fields ({shown}), got {quote(value)}"
 
 
 def _expected_tags(item: _Located, field: str) -> str:
