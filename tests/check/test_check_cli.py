@@ -78,9 +78,17 @@ def test_rtol_and_metric_tolerances(recorded: Path, scenario: Path, capsys):
     capsys.readouterr()
 
 
-def test_misspelt_metric_is_bad_input(recorded: Path, scenario: Path, capsys):
+def test_misspelt_metric_is_bad_input(recorded: Path, scenario: Path, capsys, monkeypatch):
+    """Refused with a suggestion from the baseline's metrics, before anything is simulated."""
+    import wss.model.simulate
+
+    def no_simulation(*args: object, **kwargs: object) -> None:
+        raise AssertionError("simulated before refusing the metric name")
+
+    monkeypatch.setattr(wss.model.simulate, "simulate", no_simulation)
     assert check_cli(["check", scenario, "--baselines", recorded.parent, "--metric", "step_tme_s=0.1"]) == 2
-    assert "error: --metric or --metrics step_tme_s matches no metric" in capsys.readouterr().err
+    assert ("error: --metric or --metrics step_tme_s matches no metric of the baselines; did you mean "
+            "'step_time_s'?") in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("arg", ["step_time_s", "step_time_s=-1", "=0.1", "step_time_s=abc"])

@@ -127,8 +127,40 @@ def _record(scenarios: list[Path], out: Path) -> int:
     return code
 
 
+def _unknown_metrics(args: argparse.Namespace, tolerances: dict[str, float]) -> list[str]:
+    """``--metric`` and ``--metrics`` names that match no metric of any readable baseline, each with a
+    "did you mean", before anything is simulated (a baseline holds every metric a run reports)."""
+    import difflib
+    from fnmatch import fnmatchcase
+
+    from wss.studies.check import baseline_path, load_baseline
+
+    names: set[str] = set()
+    for path in args.scenarios:
+        try:
+            names |= set(load_baseline(baseline_path(args.baselines, path), path).metrics)
+        except (WssError, OSError):
+            continue  # a missing or unreadable baseline is that scenario's error, told when it is checked
+    if not names:
+        return []
+    asked = [*tolerances, *(args.metrics or ())]
+    out = []
+    for key in dict.fromkeys(asked):
+        if not any(fnmatchcase(n, key) for n in names):
+            close = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else " (see the metric names with --all)"
+            out.append(f"--metric or --metrics {key} matches no metric of the baselines{hint}")
+    return out
+
+
 def _check(args: argparse.Namespace) -> int:
     tolerances = dict(args.metric_tolerances)
+    if not args.update:
+        unknown = _unknown_metrics(args, tolerances)
+        for message in unknown:
+            print_error(message)
+        if unknown:
+            return EXIT_BAD_INPUT
     code = EXIT_OK
     counts: Counter[str] = Counter()
     comparisons: list[Comparison] = []
