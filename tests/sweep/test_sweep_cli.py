@@ -56,9 +56,28 @@ def test_parquet_output_with_error_rows(scenarios, tmp_path, capsys):
     df = pd.read_parquet(out)
     assert df["status"].tolist() == ["ok", "error"]
     assert "no-such-model" in df["error"][1]
-    assert "no-such-model" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "no-such-model" in printed
+    first_line = df["error"][1].splitlines()[0]
+    assert len(first_line) > 60 and first_line in printed  # the whole line, suggestion and all, not cut short
     assert len(list(cache.glob("*.json"))) == 1
     assert not (tmp_path / "sub" / "results.parquet.points").exists()
+
+
+def test_failed_points_exit_non_zero_and_say_how_many(scenarios, tmp_path, capsys, monkeypatch):
+    """A point that raises unexpectedly (a model bug, a dead worker) fails the command, with the count."""
+    import wss.model.simulate
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the model")
+
+    monkeypatch.setattr(wss.model.simulate, "simulate", broken)
+    argv = ["sweep", str(scenarios / "fc_mnist.yaml"), "--vary", "hardware.wafers=1,2", "--executor", "serial"]
+    assert run_cli(argv) == 1
+    printed = capsys.readouterr()
+    assert "RuntimeError: a bug in the model" in printed.out and "2 points: 0 ok, 0 error, 2 failed" in printed.out
+    assert printed.err.strip() == ("error: 2 of 2 points failed unexpectedly (see the error column); re-run to "
+                                   "retry them")
 
 
 @pytest.mark.parametrize(

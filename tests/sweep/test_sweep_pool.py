@@ -36,3 +36,53 @@ def test_a_pool_left_normally_finishes_its_points():
     with local_pool(1) as pool:
         fut = pool.submit(sum, [1, 2, 3])
     assert fut.result(timeout=0) == 6
+
+
+_UNGUARDED = """\
+import wss
+df = wss.sweep({scenario!r}, {{"hardware.wafers": [1, 2]}}, executor="process", workers=2, progress=False)
+print(df["status"].tolist())
+"""
+
+_GUARDED = """\
+import wss
+
+
+def main():
+    df = wss.sweep({scenario!r}, {{"hardware.wafers": [1, 2]}}, executor="process", workers=2, progress=False)
+    print(df["status"].tolist())
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_add_before_any_worker_starts(tmp_path):
+    """Not two tracebacks per worker and every point 'failed': one line naming the guard, and a non-zero exit."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml")
+    script = tmp_path / "unguarded.py"
+    script.write_text(_UNGUARDED.format(scenario=scenario), encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("wss.studies.sweep.errors.SweepError: ")
+    assert f"{script}:2 starts a sweep's worker processes outside 'if __name__ == \"__main__\":'" in last
+    assert "BrokenProcessPool" not in run.stderr and run.stderr.count("Traceback") == 1
+
+
+def test_a_script_with_the_main_guard_runs_its_sweep(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml")
+    script = tmp_path / "guarded.py"
+    script.write_text(_GUARDED.format(scenario=scenario), encoding="utf-8")
+    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['ok', 'ok']"

@@ -176,8 +176,9 @@ def run(args: argparse.Namespace) -> int:
         print(summary)
         if args.out is not None:
             print(f"wrote {args.out}" + (f" (points in {cache})" if cache else ""))
-    if (df["status"] == "failed").any():
-        print_error("some points failed unexpectedly (see the error column); re-run to retry them")
+    failed = int((df["status"] == "failed").sum())
+    if failed:
+        print_error(f"{failed} of {len(df)} points failed unexpectedly (see the error column); re-run to retry them")
         return EXIT_FAILED
     return EXIT_OK
 
@@ -235,14 +236,15 @@ def _write_table(df, path: Path) -> Path:
     return path
 
 
-def format_table(df, varied: list[str], width: int = 60) -> str:
-    """The printed table: varied keys, status, the main metrics and a shortened error."""
+def format_table(df, varied: list[str]) -> str:
+    """The printed table: varied keys, status, the main metrics and each error's whole first line (the
+    suggestion an error ends with, "did you mean ...", is what the user needs, so it is not cut)."""
     cols = [*varied, "status", *_TABLE_METRICS]
     cells = [[_cell(v) for v in df[c].tolist()] for c in cols]
-    errors = ["" if not isinstance(e, str) else e.splitlines()[0] for e in df["error"].tolist()]
+    errors = ["" if not isinstance(e, str) or not e else e.splitlines()[0] for e in df["error"].tolist()]
     if any(errors):
         cols.append("error")
-        cells.append([e if len(e) <= width else e[: width - 3] + "..." for e in errors])
+        cells.append(errors)
     from wss.views.table import text_table
 
     return "\n".join(text_table(cols, [[col[r] for col in cells] for r in range(len(df))]))

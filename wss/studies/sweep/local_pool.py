@@ -16,9 +16,10 @@ import contextlib
 import multiprocessing
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["PARENT_POLL_S", "local_pool"]
+__all__ = ["PARENT_POLL_S", "local_pool", "check_main_is_guarded"]
 
 #: Seconds between a pool worker's checks that the process that started it is still there.
 PARENT_POLL_S = 0.25
@@ -31,6 +32,7 @@ def local_pool(workers: int) -> Iterator[cf.ProcessPoolExecutor]:
     If the block raises (Ctrl-C, SIGTERM raised as an exception by the CLI, or an error), the workers
     are ended at once, mid-point, instead of being waited for.
     """
+    check_main_is_guarded()
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=context,
@@ -42,6 +44,55 @@ def local_pool(workers: int) -> Iterator[cf.ProcessPoolExecutor]:
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def check_main_is_guarded() -> None:
+    """Refuse a process pool started from a script's top level outside ``if __name__ == "__main__":``.
+
+    A ``spawn`` worker starts by importing the script that started the pool: without the guard it runs
+    the sweep again, in every worker, which fails each worker (two tracebacks per worker and every point
+    "failed").  Say so in one line before any worker starts.  The call is found on the stack as the frame
+    running the top level of ``__main__``; the guard is looked for in the script's source around its line.
+    Interactive sessions and notebooks (no script file) and calls under the guard pass.
+    """
+    import ast
+    import inspect
+    import sys
+
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if main is None or not script or not str(script).endswith(".py"):
+        return
+    frame = inspect.currentframe()
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None:
+        return  # not called from the script's top level (a thread, an atexit hook, another entry point)
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return
+    line = frame.f_lineno
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_guard(node.test) and node.lineno <= line <= (node.end_lineno or 0):
+            return
+    from wss.studies.sweep.errors import SweepError
+
+    raise SweepError(f"{script}:{line} starts a sweep's worker processes outside 'if __name__ == \"__main__\":'; "
+                     "put the code that calls wss.sweep under that guard (each worker re-imports the script), "
+                     "or pass executor='serial'")
+
+
+def _is_main_guard(test: Any) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    import ast
+
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
 
 
 def _end_with_parent(parent: int, stop: Any) -> None:
