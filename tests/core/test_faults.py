@@ -204,3 +204,17 @@ def test_validate_lists_the_edge_names_wafer_indexes_and_storage_presets(tmp_pat
     assert "edges       swarmx.l1.0-3, swarmx.l2.0-15 (names for faults.links)" in out
     assert "wafers      0-15 (indexes for faults.stragglers and faults.events)" in out
     assert "storage presets for faults.failures.storage: parallel-fs" in out
+
+
+def test_the_summary_names_every_active_fault_even_those_that_keep_the_wafers_folded():
+    """A slow MemoryX shard or slow flash reads change no wafer, so the run stays folded: the summary still says so."""
+    from wss.views.summary import format_result
+
+    raw = scenario_dict(dense_model(256, 256), wafers=4, global_batch=64, steps=2, hardware=ideal_hardware())
+    raw["faults"] = {"shards": [{"shard": 0, "dram_factor": 0.5}]}
+    r = wss.simulate(raw)
+    assert r.wafer_folding.folded
+    assert "  faults       MemoryX shard 0 at dram 0.5x" in format_result(r).splitlines()
+    assert not any(line.startswith("  faults") for line in format_result(wss.simulate(
+        scenario_dict(dense_model(256, 256), wafers=4, global_batch=64, steps=2, hardware=ideal_hardware()))
+    ).splitlines())

@@ -217,6 +217,8 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     nnz = cluster_int(r, "nonzero_params")
     n = len(r.steps)
     lines = [_headline(s, params, nnz), *_overrides_line(overrides), *_limits_line(s.hardware)]
+    if s.faults.any:  # every active fault, including those that do not set a wafer apart (a slow shard, flash tails)
+        lines.append(f"  faults       {s.faults.describe()}")
     lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")
     thr = f"  throughput   {r.samples_per_s:,.4g} samples/s"
     if s.workload.model.input == "tokens":
