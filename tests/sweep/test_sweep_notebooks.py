@@ -56,3 +56,7 @@ def test_notebook_runs_top_to_bottom(name, kernel):
     assert images, "the figures should display"
     errors = [o for c in book.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # no warning on the notebook's stderr (tqdm's "IProgress not found" without ipywidgets, among others)
+    warned = [o.get("text", "") for c in book.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "stream" and o.get("name") == "stderr" and "Warning" in o.get("text", "")]
+    assert not warned, warned

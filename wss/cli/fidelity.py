@@ -91,8 +91,10 @@ def format_estimate(est) -> str:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from wss.studies.validation import format_markdown, format_table, reproduce, tally
+    from wss.views.progress import progress_bar
 
-    outcomes = reproduce(args.cases or None)
+    with progress_bar("reproduce", quiet=args.quiet, delay_s=0.5) as bar:  # about half a minute of simulations
+        outcomes = reproduce(args.cases or None, progress=bar)
     if args.markdown:
         print(format_markdown(outcomes))
     elif args.quiet:

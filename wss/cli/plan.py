@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from wss.cli.common import EXIT_OK, add_scenario_argument, add_set_argument
 
@@ -37,15 +38,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``plan``; return the exit code."""
     from wss.model.plan import make_plan, rank_candidates
-    from wss.model.plan.search import forced_scenario
     from wss.model.scenario import load_scenario
-    from wss.model.simulate import simulate
 
     scenario = load_scenario(args.scenario, args.overrides)
     choice = make_plan(scenario).choice
     assert choice is not None
     shown = rank_candidates(scenario)[: 1 + max(args.top, 0)]
-    simulated = [simulate(forced_scenario(scenario, c)).step_time_s for c in shown] if args.simulate else None
+    simulated = _simulate_each(scenario, shown) if args.simulate else None
     if args.json:
         rows = [c.model_dump(mode="json") | ({"simulated_step_time_s": simulated[i]} if simulated else {})
                 for i, c in enumerate(shown)]
@@ -54,6 +53,23 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(format_candidates(scenario.name, choice, shown, simulated))
     return EXIT_OK
+
+
+def _simulate_each(scenario: Any, shown: list[Any]) -> list[float]:
+    """Simulate every candidate shown, with one progress bar over them all (on a terminal)."""
+    from wss.model.plan.search import forced_scenario
+    from wss.model.simulate import simulate_detailed
+    from wss.views.progress import progress_bar
+
+    out = []
+    with progress_bar(f"simulate {len(shown)} candidates", delay_s=0.5) as bar:
+        for i, candidate in enumerate(shown):
+            def done(fraction: float, i: int = i) -> None:
+                bar((i + fraction) / len(shown))
+
+            result, _ = simulate_detailed(forced_scenario(scenario, candidate), record=False, progress=done)
+            out.append(result.step_time_s)
+    return out
 
 
 def format_candidates(name: str, choice, shown, simulated: list[float] | None) -> str:

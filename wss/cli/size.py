@@ -75,9 +75,12 @@ def run(args: argparse.Namespace) -> int:
         raise SizeError(f"--workers must be at least 1, got {args.workers}")
     if args.plot is not None:
         ensure_file_target(args.plot)
-    df = size(args.scenario, args.tokens, days=args.days, tokens_per_s=args.tokens_per_s,
-              max_wafers=args.max_wafers, price_per_wafer_hour=args.price_per_wafer_hour,
-              overrides=args.overrides, workers=args.workers)
+    from wss.views.progress import progress_bar
+
+    with progress_bar("size", delay_s=0.5) as bar:  # one simulation per cluster size probed
+        df = size(args.scenario, args.tokens, days=args.days, tokens_per_s=args.tokens_per_s,
+                  max_wafers=args.max_wafers, price_per_wafer_hour=args.price_per_wafer_hour,
+                  overrides=args.overrides, workers=args.workers, progress=bar)
     if args.plot is not None:
         with all_or_nothing():
             _write_plot(df, args.plot)

@@ -99,7 +99,29 @@ def _run_size(scenario_json: str) -> dict[str, Any]:
     }
 
 
-def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None) -> list[dict[str, Any]]:
+class _Probes:
+    """Simulations done out of those planned, told to a progress callback as a fraction.
+
+    The table's sizes are known at the start, and with a target the bisection's probes are planned at
+    their most (log2 of the widest gap between two table sizes); when the bisection starts, its gap is
+    known and the plan shrinks to what it needs.  So the fraction never runs backwards.
+    """
+
+    def __init__(self, progress: Callable[[float], None] | None, planned: int):
+        self.progress, self.planned, self.done = progress, max(planned, 1), 0
+
+    def replan(self, remaining: int) -> None:
+        """At most ``remaining`` more simulations from now (never more than planned before)."""
+        self.planned = max(min(self.planned, self.done + remaining), 1)
+
+    def add(self, n: int = 1) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(min(self.done / self.planned, 1.0))
+
+
+def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None,
+                    probes: _Probes | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any] | None] = [None] * len(sizes)
     jobs: dict[int, str] = {}
     for i, n in enumerate(sizes):
@@ -107,19 +129,26 @@ def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None) -
             jobs[i] = load_scenario(base, {"hardware.wafers": n}).model_dump_json()
         except WssError as exc:
             rows[i] = {"status": "error", "error": str(exc).splitlines()[0]}
+    done: dict[int, dict[str, Any]] = {}
     if workers is not None and workers > 1 and len(jobs) > 1:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx) as pool:
-            done = dict(zip(jobs, pool.map(_run_size, jobs.values())))
+            for i, row in zip(jobs, pool.map(_run_size, jobs.values())):
+                done[i] = row
+                if probes is not None:
+                    probes.add()
     else:
-        done = {i: _run_size(text) for i, text in jobs.items()}
+        for i, text in jobs.items():
+            done[i] = _run_size(text)
+            if probes is not None:
+                probes.add()
     for i, row in done.items():
         rows[i] = row
     return [{"wafers": n, **row} for n, row in zip(sizes, rows) if row is not None]
 
 
 def _refine(base: Scenario, rows: list[dict[str, Any]], meets: Callable[[dict[str, Any]], bool],
-            workers: int | None) -> list[dict[str, Any]]:
+            workers: int | None, probes: _Probes | None = None) -> list[dict[str, Any]]:
     """Bisect between the largest table size that misses the target and the smallest that meets it.
 
     The table's sizes are powers of two; the smallest cluster that meets a deadline is usually between
@@ -131,16 +160,23 @@ def _refine(base: Scenario, rows: list[dict[str, Any]], meets: Callable[[dict[st
     if hit is None or hit == 0 or rows[hit - 1].get("status") != "ok":
         return rows
     lo, hi = rows[hit - 1]["wafers"], rows[hit]["wafers"]
+    if probes is not None:
+        probes.replan(_bisection_probes(hi - lo))
     probed = list(rows)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        (row,) = _simulate_sizes(base, [mid], workers) or [{"wafers": mid, "status": "error", "error": ""}]
+        (row,) = _simulate_sizes(base, [mid], workers, probes) or [{"wafers": mid, "status": "error", "error": ""}]
         probed.append(row)
         if meets(row):
             hi = mid
         else:
             lo = mid
     return sorted(probed, key=lambda r: r["wafers"])
+
+
+def _bisection_probes(gap: int) -> int:
+    """Simulations a bisection of a gap of ``gap`` wafers makes at most."""
+    return max(0, math.ceil(math.log2(gap))) if gap > 1 else 0
 
 
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None) -> None:
@@ -167,6 +203,7 @@ def size(
     price_per_wafer_hour: float | None = None,
     overrides: Sequence[str] | Mapping[str, Any] | None = None,
     workers: int | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> pd.DataFrame:
     """Time to train ``tokens`` on each cluster size, one row per size, smallest first.
 
@@ -176,7 +213,7 @@ def size(
     or ``tokens_per_s``) the sizes between the largest power of two that misses it and the smallest that
     meets it are bisected (each probe a simulation, every probe a row), and the smallest size that meets
     it is ``recommended``: one wafer fewer misses.  ``workers`` > 1 simulates the
-    sizes in that many processes.
+    sizes in that many processes.  ``progress`` is called with the fraction of the simulations done.
 
     Columns: wafers, status, step_time_s, tokens_per_s, bound_by, days, efficiency (tokens/s per wafer over
     the smallest size's), wafer_hours, energy_kWh, average_power_kW, energy_per_token_J, cost (with a
@@ -190,9 +227,14 @@ def size(
     if base.workload.model.input != "tokens":
         raise SizeError(f"{base.name}: sizing needs a token model (this one reads {base.workload.model.input})")
     top = _max_wafers(base, max_wafers)
-    rows = _simulate_sizes(base, cluster_sizes(top), workers)
+    sizes = cluster_sizes(top)
     target: str | None = f"{days:g} days" if days is not None else (
         f"{tokens_per_s:.4g} tokens/s" if tokens_per_s is not None else None)
+    widest = max((b - a for a, b in zip(sizes, sizes[1:])), default=0)
+    probes = _Probes(progress, len(sizes) + (_bisection_probes(widest) if target is not None else 0))
+    if progress is not None:
+        progress(0.0)
+    rows = _simulate_sizes(base, sizes, workers, probes)
 
     def meets(row: dict[str, Any]) -> bool:
         if row.get("status") != "ok" or target is None:
@@ -201,7 +243,9 @@ def size(
             return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
         return row["tokens_per_s"] >= tokens_per_s
 
-    rows = _refine(base, rows, meets, workers)
+    rows = _refine(base, rows, meets, workers, probes)
+    if progress is not None:
+        progress(1.0)
     df = pd.DataFrame(rows)
     _add_columns(df, tokens, price_per_wafer_hour)
     df["meets_target"] = [meets(r) for r in rows]

@@ -419,10 +419,22 @@ def run_case(case: Case, cache: dict[str, Any] | None = None) -> Outcome:
     return Outcome(case, value, error, ok, time.perf_counter() - t0)
 
 
-def reproduce(paths: Iterable[str | Path] | None = None) -> list[Outcome]:
-    """Run every validation case (sharing runs of identical scenarios); pure apart from reading the files."""
+def reproduce(paths: Iterable[str | Path] | None = None,
+              progress: Callable[[float], None] | None = None) -> list[Outcome]:
+    """Run every validation case (sharing runs of identical scenarios); pure apart from reading the files.
+
+    ``progress`` is called with the fraction of the cases done (0 before the first, 1 after the last).
+    """
     cache: dict[str, Any] = {}
-    return [run_case(c, cache) for c in load_cases(paths)]
+    cases = load_cases(paths)
+    outcomes = []
+    for i, case in enumerate(cases):
+        if progress is not None:
+            progress(i / len(cases))
+        outcomes.append(run_case(case, cache))
+    if progress is not None:
+        progress(1.0)
+    return outcomes
 
 
 # ----------------------------------------------------------------------------------------- tables
