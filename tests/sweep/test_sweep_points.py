@@ -123,8 +123,9 @@ def test_missing_base_file_raises(tmp_path):
         sweep(tmp_path / "nope.yaml", {"hardware.wafers": [1]}, executor="serial")
 
 
-def test_progress_is_called_once_per_point(base):
+def test_progress_is_called_at_the_start_and_once_per_point(base):
+    """0 of 3 before any point runs (a bar from the start, not from the first point's end), then each point."""
     seen = []
     sweep(base, {"hardware.wafers": [1, 2, 4]}, executor="serial", progress=seen.append)
-    assert [p.done for p in seen] == [1, 2, 3]
+    assert [p.done for p in seen] == [0, 1, 2, 3]
     assert {p.total for p in seen} == {3}

@@ -1,4 +1,4 @@
-"""How a sweep reports progress: a :class:`SweepProgress` after each point, to a bar or a callable.
+"""How a sweep reports progress: a :class:`SweepProgress` at the start and after each point, to a bar or a callable.
 
 The bar (:class:`wss.views.progress.SweepBar`, tqdm with an ETA) is imported only when one is drawn.
 """
@@ -13,7 +13,7 @@ __all__ = ["SweepProgress", "progress_bar"]
 
 
 class SweepProgress(NamedTuple):
-    """What a progress callback is told after each point."""
+    """What a progress callback is told at the start (nothing done) and after each point."""
 
     done: int
     total: int

@@ -62,7 +62,7 @@ def sweep(
     progress
         ``"auto"`` (default): a progress bar with an ETA in a Jupyter notebook, or on stderr when it is a
         terminal; ``True``: always the bar; ``False`` or None: none; or a callable given a
-        :class:`SweepProgress` after each point.
+        :class:`SweepProgress` before the first point (0 done) and after each point.
     fidelity
         ``"simulate"`` (the discrete-event model) or ``"estimate"`` (the closed-form
         estimate of :mod:`wss.studies.estimate`, milliseconds a point).

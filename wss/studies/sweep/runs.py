@@ -50,6 +50,8 @@ class SweepRun:
         self.waiting: dict[str, list[int]] = {}  # key -> the points waiting for its run
         self.results: dict[str, dict[str, Any]] = {}  # key -> fields of its finished run
         self.done = self.cached = self.errors = 0
+        if progress is not None:  # the bar from the start (0 of N), not from the first point's end
+            progress(SweepProgress(0, len(points), 0, 0, 0.0))
 
     def finish(self, i: int, fields: dict[str, Any], cached: bool) -> None:
         """Fill point ``i``'s row and report progress."""
