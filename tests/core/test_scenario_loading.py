@@ -488,3 +488,25 @@ def test_a_value_where_a_section_belongs_is_told_in_the_users_words(overrides, p
     (problem,) = exc.value.problems
     assert (problem.path, problem.message) == (path, f"{message} [from --set {path}]")
     assert "Config" not in str(exc.value)
+
+
+@pytest.mark.parametrize("overrides", [{"name": "\ud800"}, {"workload.model.name": "a\udcffb"}])
+def test_a_lone_surrogate_is_refused_as_text_that_cannot_be_printed(overrides, capsys):
+    """YAML's "\\ud800" escape makes a string no UTF-8 output can hold: refused at load, not a crash when printed."""
+    (key,) = overrides
+    with pytest.raises(ScenarioError) as exc:
+        wss.load_scenario(SCENARIOS / "fc_mnist.yaml", overrides)
+    (problem,) = exc.value.problems
+    assert problem.path == key and "is not valid Unicode text (it holds a lone surrogate)" in problem.message
+
+
+def test_validate_with_a_lone_surrogate_is_one_line_and_exit_2(tmp_path, capsys):
+    from wss.cli import main
+
+    path = tmp_path / "s.yaml"
+    text = (SCENARIOS / "fc_mnist.yaml").read_text(encoding="utf-8").replace("name: fc-mnist", 'name: "\\ud800"')
+    path.write_text(text, encoding="utf-8")
+    assert main(["validate", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "name (line" in captured.err and "lone surrogate" in captured.err

@@ -116,6 +116,9 @@ def load_scenario(
     raw = _resolve_presets(raw, label, lines, overridden)
     raw = apply_overrides(raw, fields, label)
     raw = _resolve_storage(raw, label, lines, overridden)  # again: an override may give faults.failures whole
+    text_problems = _unencodable_text(raw)
+    if text_problems:
+        raise ScenarioError(label, [_with_line(p, lines, overridden) for p in text_problems])
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
@@ -377,6 +380,33 @@ def _with_line(
 def _problems_from(exc: ValidationError, lines: dict, overridden: list[str]) -> list[FieldProblem]:
     problems = problems_from_errors(exc.errors(include_url=False), Scenario)
     return [_with_line(p, lines, overridden) for p in problems]
+
+
+def _unencodable_text(node: Any, path: tuple[str, ...] = ()) -> list[FieldProblem]:
+    """Strings that are not Unicode text (a lone surrogate, as YAML's ``"\\ud800"`` escape makes): a name
+    holding one could not be printed, written to JSON as UTF-8, or used as a file name, so it is refused."""
+    def bad(text: str) -> bool:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+
+    here = ".".join(path)
+    if isinstance(node, str):
+        return [FieldProblem(here, f"is not valid Unicode text (it holds a lone surrogate): {quote(node)}")] \
+            if bad(node) else []
+    out: list[FieldProblem] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and bad(key):
+                out.append(FieldProblem(here, f"a key is not valid Unicode text: {quote(key)}"))
+                continue
+            out += _unencodable_text(value, (*path, str(key)))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _unencodable_text(value, (*path, str(i)))
+    return out
 
 
 def _cross_checks(s: Scenario) -> list[FieldProblem]:
