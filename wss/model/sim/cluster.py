@@ -28,8 +28,9 @@ from wss.model.components.activations import ActivationReturn, ActivationStore, 
 from wss.model.components.dram import SharedDram
 from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
-from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
+from wss.model.components.memoryx import FlashPrefetch, KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
+from wss.model.components.part import Part, counters_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
@@ -59,6 +60,7 @@ __all__ = [
     "build_cluster",
     "build_memoryx",
     "run_cluster",
+    "start_parts",
     "optimizer_settings",
     "memoryx_settings",
     "swarmx_settings",
@@ -97,29 +99,18 @@ class Cluster:
         extra = [self.offload_in] if self.offload_in is not None else []
         return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in, *extra]
 
+    def parts(self) -> list[Part]:
+        """Every part, in the order their processes start (SimPy runs the events due at the same time in the
+        order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, the links
+        from MemoryX's ports to the wafer and back, the flash prefetch, the activation store, its bandwidths,
+        the wafer last."""
+        return [self.memoryx, self.optimizer, self.memoryx_in, self.inputs, *self.swarmx.down, *self.swarmx.up,
+                *([self.offload_in] if self.offload_in is not None else []), FlashPrefetch(self.memoryx),
+                *self.activation_stores(), *self.store_parts(), self.wafer]
+
     def counters(self) -> dict[str, float]:
         """Every busy-time and byte counter, by name (what folding extrapolates)."""
-        c = {
-            "wafer.compute": self.wafer.compute_s,
-            "memoryx.stream": self.memoryx.stream_busy_s,
-            "memoryx.bytes_out": self.memoryx.bytes_out,
-            "memoryx.bytes_read": self.memoryx.bytes_read,
-            "memoryx.flash": self.memoryx.flash_busy_s + self.optimizer.flash_busy_s,
-            "memoryx.dram": self.memoryx.dram.busy_s,
-            "memoryx.dram.bytes": self.memoryx.dram.bytes_moved,
-            "memoryx.optimizer": self.optimizer.busy_s,
-            "inputs": self.inputs.busy_s,
-            "inputs.bytes": self.inputs.bytes,
-        }
-        for link in self.links():
-            c[link.name] = link.busy_s
-            c[link.name + ".bytes"] = link.bytes
-        for bw in self.store_parts():
-            c[bw.name], c[bw.name + ".bytes"] = bw.busy_s, bw.bytes_moved
-        for store in self.activation_stores():
-            if store.limited:
-                c[store.name + ".bytes_stored"], c[store.name + ".bytes_returned"] = store.bytes_stored, store.bytes
-        return c
+        return counters_of(self.parts())
 
     def store_parts(self) -> list[SharedBandwidth]:
         """The bandwidths of a limited activation store (none for the default store)."""
@@ -146,29 +137,9 @@ class Cluster:
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
-        names: dict[int, str] = {id(link.inbox): f"the inbox of {link.name}" for link in self.links()}
-        names[id(self.wafer.intake)] = "the wafer's intake"
-        names[id(self.wafer.act_intake)] = "the wafer's intake of offloaded activations"
-        for store in self.activation_stores():
-            if store.intake is not None:
-                names[id(store.intake)] = f"the intake of {store.name}'s store"
-            for index, ev in store.stored.items():
-                names[id(ev)] = f"{store.name}'s store to hold the block input of pass {index}"
-        for (step, mb), ev in self.wafer.forward_done.items():
-            names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
-        names[id(self.memoryx.grad_inbox)] = "MemoryX's gradient inbox"
-        names[id(self.optimizer.queue)] = "the optimizer's job queue"
-        names[id(self.flash_channel)] = "the flash channel"
-        if self.memoryx.staging is not None:
-            names[id(self.memoryx.staging)] = "MemoryX's DRAM staging area"
+        names = waits_of(self.parts())
         for (kernel, step), ev in self.optimizer.done.items():
             names[id(ev)] = f"the update of kernel {self.plan.kernels[kernel].kernel.name} in step {step}"
-        for (pass_index, chunk), ev in self.memoryx.prefetched.items():
-            names[id(ev)] = f"the flash prefetch of chunk {chunk} of pass {pass_index}"
-        for (step, mb), ev in self.inputs.ready.items():
-            names[id(ev)] = f"the input data of step {step}, micro-batch {mb}"
-        for (step, mb), ev in self.inputs.mb_started.items():
-            names[id(ev)] = f"the wafer to start step {step}, micro-batch {mb}"
         where = (f"the wafer in pass {self.wafer.current_pass + 1} of {len(self.program)}"
                  if self.wafer.current_pass >= 0 else "before the wafer's first pass")
         return names, where
@@ -472,24 +443,9 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     ``progress`` is called with the fraction of the program done.
     """
     cluster = build_cluster(plan, record, progress)
-    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
-    # Start order matters: SimPy runs events due at the same time in the order they were scheduled.
-    extra_links = [cluster.offload_in] if cluster.offload_in is not None else []
-    processes = {
-        "memoryx.stream": env.process(memoryx.stream()),
-        "memoryx.receive": env.process(memoryx.receive()),
-        optimizer.name: env.process(optimizer.run()),
-        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
-        cluster.inputs.name: env.process(cluster.inputs.run()),
-        **{link.name: env.process(link.run()) for link in (*cluster.swarmx.down, *cluster.swarmx.up, *extra_links)},
-    }
-    if memoryx.staging is not None:
-        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
-    if cluster.activations is not None:
-        processes[cluster.activations.name] = env.process(cluster.activations.run())
-        if cluster.activations.limited:
-            processes[cluster.activations.name + ".absorb"] = env.process(cluster.activations.absorb())
-    processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
+    env, optimizer = cluster.env, cluster.optimizer
+    processes = start_parts(env, cluster.parts())
+    done = processes[cluster.wafer.name]
     run_or_explain(env, done, processes, cluster.wait_context)
     # Let the last gradients drain and the last updates finish.
     last_step = plan.simulated_steps - 1
@@ -511,6 +467,11 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
                                           plan.step_fold_copies)
     return cluster
+
+
+def start_parts(env: simpy.Environment, parts: list[Part]) -> dict[str, simpy.Process]:
+    """Start every part's processes, in the parts' order; return them by name (for a stall's message)."""
+    return {name: env.process(body) for part in parts for name, body in part.processes()}
 
 
 def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:

@@ -43,6 +43,8 @@ import simpy
 from wss.model.components.activations import ActivationStore
 from wss.model.components.inputs import InputWorkers
 from wss.model.components.links import Link
+from wss.model.components.memoryx import FlashPrefetch
+from wss.model.components.part import Part, counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.folding.fold import Snapshot, analyse, seconds_by_cause
@@ -74,6 +76,7 @@ from wss.model.sim.cluster import (
     check_layer_crossings,
     input_settings,
     memoryx_in_link,
+    start_parts,
     store_paths,
     swarmx_settings,
     wafer_settings,
@@ -150,15 +153,22 @@ class UnfoldedCluster(Cluster):
     def links(self) -> list[Link]:
         return [*self.tree.simulated_links(), self.memoryx_in, *self.returns]
 
+    def parts(self) -> list[Part]:
+        """Every simulated part, in the folded cluster's start order, each part repeated per simulated wafer or
+        edge in order (the wafers last)."""
+        return [self.memoryx, self.optimizer, self.memoryx_in, *self.all_inputs, *self.tree.simulated_links(),
+                *self.returns, FlashPrefetch(self.memoryx), *self.stores, *self.store_parts(), *self.simulated]
+
     def counters(self) -> dict[str, float]:
-        """The folded cluster's counters (a level's are its busiest edge's), and every edge's and wafer's."""
-        c = super().counters()
-        for group in self.groups():
-            c[group.name], c[group.name + ".bytes"] = group.busiest()
+        """Every simulated part's counters; the representative wafer's under the folded cluster's names
+        (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its busiest edge's; and
+        every wafer's compute, a wafer stood for by another counting its stand-in's."""
+        c = counters_of(self.parts())
+        c["wafer.compute"] = self.wafer.compute_s
+        c["inputs"], c["inputs.bytes"] = self.inputs.busy_s, self.inputs.bytes
+        c.update(counters_of(self.groups()))
         for w, wafer in enumerate(self.wafers):
             c[f"wafer.{w}.compute"] = wafer.compute_s
-        for inputs in self.all_inputs:
-            c[inputs.name], c[inputs.name + ".bytes"] = inputs.busy_s, inputs.bytes
         return c
 
     def state(self) -> tuple:
@@ -172,6 +182,7 @@ class UnfoldedCluster(Cluster):
         return list(self.stores)
 
     def wait_context(self) -> tuple[dict[int, str], str]:
+        """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
         names, where = super().wait_context()
         for wafer, inputs in zip(self.simulated, self.all_inputs):
             names[id(wafer.intake)] = f"the intake of {wafer.name}"
@@ -442,25 +453,13 @@ def run_unfolded(plan: Plan, record: bool = False,
                  progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
-    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
-    # The folded cluster's start order, each part repeated per wafer or per edge in order.
-    processes = {
-        "memoryx.stream": env.process(memoryx.stream()),
-        "memoryx.receive": env.process(memoryx.receive()),
-        optimizer.name: env.process(optimizer.run()),
-        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
-        **{ins.name: env.process(ins.run()) for ins in cluster.all_inputs},
-        **{link.name: env.process(link.run()) for link in (*cluster.tree.simulated_links(), *cluster.returns)},
-    }
-    if memoryx.staging is not None:
-        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
-    for store in cluster.stores:
-        processes[store.name] = env.process(store.run())
-        if store.limited:
-            processes[store.name + ".absorb"] = env.process(store.absorb())
-    env.process(_mark_steps(cluster))
-    done = [env.process(w.run()) for w in cluster.simulated]
-    processes.update({w.name: p for w, p in zip(cluster.simulated, done)})
+    env, optimizer = cluster.env, cluster.optimizer
+    wafers = len(cluster.simulated)
+    parts = cluster.parts()
+    processes = start_parts(env, parts[:-wafers])
+    env.process(_mark_steps(cluster))  # before the wafers start, as each step's end is marked
+    processes.update(start_parts(env, parts[-wafers:]))
+    done = [processes[w.name] for w in cluster.simulated]
     run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
     last_step = plan.scenario.training.steps - 1
     updated = updated_kernels(cluster.program)
