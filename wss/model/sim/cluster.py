@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import simpy
 
@@ -52,13 +53,16 @@ from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
 from wss.model.scenario import PRECISION_BYTES
-from wss.model.sim.engine import Environment
+from wss.model.sim.engine import Environment, event_count
 from wss.model.sim.stall import run_or_explain
 
 __all__ = [
     "Cluster",
+    "Backbone",
+    "build_backbone",
     "build_cluster",
     "build_memoryx",
+    "drain",
     "run_cluster",
     "start_parts",
     "optimizer_settings",
@@ -69,16 +73,20 @@ __all__ = [
 ]
 
 
+#: The tree's type: the folded chain (:class:`SwarmX`) or the unfolded tree of real nodes (``SwarmXTree``).
+TreeT = TypeVar("TreeT", bound=SwarmX)
+
+
 @dataclass
-class Cluster:
-    """The wired parts of one simulation, after it ran."""
+class Cluster(Generic[TreeT]):
+    """The wired parts of one simulation, after it ran; ``swarmx`` is the tree of the build (folded or not)."""
 
     env: simpy.Environment
     plan: Plan
     program: list[Pass]
     memoryx: MemoryX
     optimizer: OptimizerCoprocessor
-    swarmx: SwarmX
+    swarmx: TreeT
     memoryx_in: Link
     wafer: Wafer
     inputs: InputWorkers
@@ -371,23 +379,46 @@ def build_memoryx(
     return memoryx, optimizer, flash_channel
 
 
+@dataclass
+class Backbone:
+    """What the folded and the unfolded build share: the environment, the program, MemoryX (its shards folded)
+    with its optimizer and flash channel, MemoryX's network ports toward the root for the gradients coming back
+    (wired into MemoryX's gradient inbox), and the activation store's bandwidths."""
+
+    env: Environment
+    program: list[Pass]
+    memoryx: MemoryX
+    optimizer: OptimizerCoprocessor
+    flash_channel: simpy.Resource
+    memoryx_in: Link
+    paths: StorePaths
+
+
+def build_backbone(plan: Plan) -> Backbone:
+    """MemoryX's side of the cluster, built and wired up to the tree (which each build adds)."""
+    env = Environment()  # SimPy's, with its event loop in one function (wss.model.sim.engine)
+    program = build_program(plan)
+    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
+    memoryx_in = memoryx_in_link(env, plan)
+    memoryx_in.connect(memoryx.grad_inbox)
+    paths = store_paths(env, plan, memoryx, memoryx_in)
+    return Backbone(env, program, memoryx, optimizer, flash_channel, memoryx_in, paths)
+
+
 def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
     """Build every part from its settings and wire them; nothing runs yet.
 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
-    env = Environment()
-    program = build_program(plan)
-    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
+    bb = build_backbone(plan)
+    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
     swarmx = SwarmX(env, swarmx_settings(plan))
-    memoryx_in = memoryx_in_link(env, plan)
     inputs = InputWorkers(env, input_settings(plan))
     w_settings = wafer_settings(plan)
     wafer = Wafer(env, w_settings, program, inputs.ready, inputs.mb_started)
     wafer.progress = progress
     activations, returns = None, None
-    paths = store_paths(env, plan, memoryx, memoryx_in)
     if w_settings.offload_bytes_per_token:
         # Offloaded block inputs leave at the wafer's edge going up (into the store's intake, or nowhere for an
         # unlimited store), and come back on a second channel of the wafer's leaf edge (its own buffers, the
@@ -408,9 +439,8 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     swarmx.down[-1].connect(wafer.intake)
     wafer.connect(swarmx.up[0].inbox)
     swarmx.up[-1].connect(memoryx_in.inbox)
-    memoryx_in.connect(memoryx.grad_inbox)
 
-    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel,
+    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, wafer, inputs, bb.flash_channel,
                       activations, returns, paths)
     if record:
         memoryx.record()
@@ -446,13 +476,7 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     env, optimizer = cluster.env, cluster.optimizer
     processes = start_parts(env, cluster.parts())
     done = processes[cluster.wafer.name]
-    run_or_explain(env, done, processes, cluster.wait_context)
-    # Let the last gradients drain and the last updates finish.
-    last_step = plan.simulated_steps - 1
-    updated = updated_kernels(cluster.program)
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
-    run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
-    cluster.events = _event_count(env)
+    drain(cluster, done, processes, plan.simulated_steps)
     if plan.layer_runs:
         cluster.layers = LayersFold(tuple(cluster.layer_folds))
         check_layer_crossings(cluster, cluster.layers)
@@ -467,6 +491,17 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
                                           plan.step_fold_copies)
     return cluster
+
+
+def drain(cluster: Cluster, done: simpy.Event, processes: dict[str, simpy.Process], steps: int) -> None:
+    """Run until ``done`` (the wafers' programs), then let the last gradients drain and the last updates
+    (of simulated step ``steps - 1``) finish; count the events.  A deadlock names what each process waits for."""
+    run_or_explain(cluster.env, done, processes, cluster.wait_context)
+    updated = updated_kernels(cluster.program)
+    finals = [cluster.optimizer.done_event(k.index, steps - 1) for k in cluster.plan.kernels
+              if k.owns_state and k.index in updated]
+    run_or_explain(cluster.env, cluster.env.all_of(finals), processes, cluster.wait_context)
+    cluster.events = event_count(cluster.env)
 
 
 def start_parts(env: simpy.Environment, parts: list[Part]) -> dict[str, simpy.Process]:
@@ -491,11 +526,3 @@ def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
     for _, _, cause, index in cluster.wafer.timeline:
         if cause == "input" and shift(index) > 0:
             raise LayerFoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks", "")
-
-
-def _event_count(env: simpy.Environment) -> int:
-    """Events scheduled so far (SimPy numbers every scheduled event)."""
-    counter = getattr(env, "_eid", None)
-    if counter is None:
-        return 0
-    return next(counter)
