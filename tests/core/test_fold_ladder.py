@@ -29,7 +29,8 @@ def _failing(times: int, error: Exception) -> tuple[list[Plan], object]:
 
 
 def test_steps_unfold_first_then_micro_batches():
-    s = wss.load_scenario(SCENARIOS / "fc_mnist.yaml", ["training.steps=40", "training.global_batch=1024", "training.micro_batch=8"])
+    s = wss.load_scenario(SCENARIOS / "fc_mnist.yaml",
+                          ["training.steps=40", "training.global_batch=1024", "training.micro_batch=8"])
     p = make_plan(s)
     assert p.step_fold_copies > 0 and p.fold_copies > 0
     tried, run = _failing(1, FoldMismatch("steps differ"))
@@ -47,6 +48,7 @@ def test_blocks_failing_one_direction_fold_the_other_in_a_one_step_run():
     failed = p.layer_directions[0]
     tried, run = _failing(1, LayerFoldMismatch("blocks differ", failed))
     answer = run_folded(s, None, p, run)
+    assert len(tried) == 2
     assert answer.layer_directions == tuple(d for d in p.layer_directions if d != failed)
     assert answer.layer_runs == p.layer_runs
 
@@ -56,3 +58,4 @@ def test_a_failure_on_the_last_rung_is_raised():
     tried, run = _failing(10, FoldMismatch("never"))
     with pytest.raises(FoldMismatch):
         run_folded(s, None, make_plan(s), run)
+    assert tried[-1].fold_copies == 0
