@@ -160,3 +160,17 @@ def test_user_facing_text_cites_public_sources_not_private_notes():
     hits = [f"{p.relative_to(root)}: {m.group(0)}" for p in files
             for m in private.finditer(p.read_text(encoding="utf-8"))]
     assert hits == []
+
+
+def _private_imports(tree: ast.AST) -> list[str]:
+    """``module.name`` for every private name (one leading underscore) imported from a wss module."""
+    return [f"{node.module}.{a.name}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("wss")
+            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+def test_no_module_imports_another_modules_private_names():
+    """A helper two modules share is public in one of them (or in a module of its own), not reached into."""
+    found = {str(p.relative_to(PACKAGE)): names for p in _modules()
+             if (names := _private_imports(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert found == {}

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from wss.model.folding.fold import FoldMismatch
-from wss.model.folding.layer_fold import LayerFoldMismatch
+from wss.model.folding.ladder import run_folded
 from wss.model.plan import Plan, make_plan
 from wss.model.result.measure import measure, wafer_folding
 from wss.model.result.results import NumericsSummary, Result
@@ -79,11 +78,7 @@ def simulate_detailed(
              s.name, "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
              len(p.micro_batches), p.simulated_steps, s.training.steps, _blocks(p) - len(p.dropped_blocks),
              _blocks(p))
-    try:
-        cluster = _run_layers_folded(s, profiles, p, record, progress, run)
-    except FoldMismatch as exc:
-        log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
-        cluster = _run_less_folded(s, profiles, p, record, progress, run, isinstance(exc, LayerFoldMismatch))
+    cluster = run_folded(s, profiles, p, partial(run, record=record, progress=progress))
     log.debug("%s: %d SimPy events", s.name, cluster.events)
     return measure(cluster, __version__, numerics), cluster
 
@@ -126,40 +121,3 @@ def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
     trace of the run marks the stretches its copies fill (:mod:`wss.model.folding.folded_spans`)."""
     p = _folding_plan(_as_scenario(scenario), None)
     return bool(p.fold_copies or p.step_fold_copies or p.layer_runs)
-
-
-def _run_layers_folded(s: Scenario, profiles: Any, p: Plan, record: bool,
-                       progress: Callable[[float], None] | None, run: Callable[..., Cluster]) -> Cluster:
-    """Run the plan; if its blocks fold in one direction but not the other, again with that one only.
-
-    Only a run of one simulated step folds one direction alone: with more, a block whose backward (and
-    update) were folded away would still stream forward in the next step, waiting for an update the
-    run never simulates, and one whose forward was folded away would skip the wait the real run has.
-    """
-    try:
-        return run(p, record=record, progress=progress)
-    except LayerFoldMismatch as exc:
-        others = tuple(d for d in p.layer_directions if d != exc.direction)
-        if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
-            raise
-        log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
-                 exc.direction, exc, others[0])
-        return run(replace(p, layer_directions=others), record=record, progress=progress)
-
-
-def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, record: bool,
-                     progress: Callable[[float], None] | None, run: Callable[..., Cluster],
-                     layers_failed: bool) -> Cluster:
-    """After a fold failed its check: layers unfolded (when theirs failed), then steps too (micro-batches still
-    folded), else nothing folded."""
-    if folded.layer_runs and layers_failed:
-        try:
-            return run(replace(folded, layer_runs=()), record=record, progress=progress)
-        except FoldMismatch as exc:
-            log.info("%s: micro-batches or steps do not repeat either (%s): folding less", s.name, exc)
-    if folded.step_fold_copies:
-        try:
-            return run(make_plan(s, profiles, fold_steps=False, fold_layers=False), record=record, progress=progress)
-        except FoldMismatch as exc:
-            log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
-    return run(make_plan(s, profiles, fold=False, fold_layers=False), record=record, progress=progress)

@@ -138,9 +138,14 @@ def _retitle(schema: dict[str, Any]) -> None:
                 prop["description"] = target.get("description", "")
 
 
-#: Defs a preset can fill in: their fields are optional in a file, and each takes a ``preset`` key.
-_PART_DEFS = {"WaferConfig": "wafer", "MemoryXConfig": "memoryx", "SwarmXConfig": "swarmx",
-              "RuntimeConfig": "runtime", "ActivationStoreConfig": "activation_store"}
+def _part_defs() -> dict[str, str]:
+    """Defs a preset can fill in (def name -> preset kind): their fields are optional in a file, and each takes a
+    ``preset`` key.  One per kind of ``HARDWARE_PART_KINDS``, named after its field's class in ``HardwareConfig``."""
+    from wss.model.scenario.hardware import HardwareConfig
+    from wss.model.scenario.presets import HARDWARE_PART_KINDS
+
+    fields = HardwareConfig.model_fields
+    return {getattr(fields[kind].annotation, "__name__", kind): kind for kind in HARDWARE_PART_KINDS}
 
 
 def _preset_name(kind: str, names: list[str]) -> dict[str, Any]:
@@ -152,7 +157,8 @@ def _preset_name(kind: str, names: list[str]) -> dict[str, Any]:
 def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> None:
     """Let hardware, its parts and the model be a preset name, or a mapping with a ``preset`` key."""
     defs = schema["$defs"]
-    for def_name, kind in (*_PART_DEFS.items(), ("HardwareConfig", "hardware"), ("ModelConfig", "model")):
+    part_defs = _part_defs()
+    for def_name, kind in (*part_defs.items(), ("HardwareConfig", "hardware"), ("ModelConfig", "model")):
         d = defs[def_name]
         name_schema = _preset_name(kind, presets.get(kind, []))
         d["properties"] = {"preset": name_schema, **{k: v for k, v in d["properties"].items() if k != "preset"}}
@@ -164,7 +170,7 @@ def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> Non
     for def_name in ("InputsConfig",):  # the cluster preset gives them
         defs[def_name].pop("required", None)
     hardware = defs["HardwareConfig"]["properties"]
-    for kind in _PART_DEFS.values():
+    for kind in part_defs.values():
         prop = hardware[kind]
         ref = {"$ref": prop.pop("$ref")}
         prop["anyOf"] = [_preset_name(kind, presets.get(kind, [])), ref]

@@ -32,6 +32,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import ByteStore, Chunk
+from wss.model.components.part import Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 
 __all__ = ["ActivationReturn", "ActivationStoreSettings", "ActivationStore"]
@@ -99,6 +100,23 @@ class ActivationStore:
     def limited(self) -> bool:
         """Does the store have bandwidths of its own (else only the wafer's edge limits offload)?"""
         return bool(self.writes or self.reads)
+
+    def processes(self) -> list[tuple[str, Process]]:
+        """Sending back, and (a limited store) taking in."""
+        sending = [(self.name, self.run())]
+        return [*sending, (self.name + ".absorb", self.absorb())] if self.limited else sending
+
+    def counters(self) -> dict[str, float]:
+        """Bytes taken in and sent back (a limited store only: the default store keeps the counters it had)."""
+        if not self.limited:
+            return {}
+        return {self.name + ".bytes_stored": self.bytes_stored, self.name + ".bytes_returned": self.bytes}
+
+    def waits(self) -> dict[int, str]:
+        names = {id(self.intake): f"the intake of {self.name}'s store"} if self.intake is not None else {}
+        for index, ev in self.stored.items():
+            names[id(ev)] = f"{self.name}'s store to hold the block input of pass {index}"
+        return names
 
     def connect(self, inbox: simpy.Store) -> None:
         """Wire the leaf link's inbox the returns go into."""

@@ -16,6 +16,8 @@ from typing import Any
 
 import simpy
 
+from wss.model.components.part import Process
+
 __all__ = ["InputSettings", "InputWorkers"]
 
 
@@ -60,6 +62,18 @@ class InputWorkers:
         self.bytes = 0.0
         #: (start, end, step, micro_batch) of every transfer.
         self.spans: list[tuple[float, float, int, int]] = []
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.run())]
+
+    def counters(self) -> dict[str, float]:
+        return {self.name: self.busy_s, self.name + ".bytes": self.bytes}
+
+    def waits(self) -> dict[int, str]:
+        names = {id(ev): f"the input data of step {step}, micro-batch {mb}" for (step, mb), ev in self.ready.items()}
+        for (step, mb), ev in self.mb_started.items():
+            names[id(ev)] = f"the wafer to start step {step}, micro-batch {mb}"
+        return names
 
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: deliver micro-batches in order, at most one ahead of the wafer."""

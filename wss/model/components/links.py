@@ -25,6 +25,7 @@ import simpy
 from simpy.events import NORMAL, PENDING
 from simpy.resources.store import StoreGet, StorePut
 
+from wss.model.components.part import Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
 
@@ -188,6 +189,15 @@ class Link:
     def record(self) -> None:
         """Keep spans and buffer occupancy (for traces); off by default to save memory."""
         self.spans, self.occupancy = [], []
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.run())]
+
+    def counters(self) -> dict[str, float]:
+        return {self.name: self.busy_s, self.name + ".bytes": self.bytes}
+
+    def waits(self) -> dict[int, str]:
+        return {id(self.inbox): f"the inbox of {self.name}"}
 
     def connect(self, out: Inlet) -> None:
         """Wire the store (or the node) this link delivers into."""

@@ -36,11 +36,12 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
+from wss.model.components.part import Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
 
-__all__ = ["KernelStore", "MemoryXSettings", "MemoryX"]
+__all__ = ["FlashPrefetch", "KernelStore", "MemoryXSettings", "MemoryX"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,25 @@ class MemoryX:
 
     def record(self) -> None:
         self.stream_spans, self.prefetch_spans = [], []
+
+    def processes(self) -> list[tuple[str, Process]]:
+        """The stream and the gradient intake (the flash prefetch is :class:`FlashPrefetch`'s, started later)."""
+        return [(f"{self.name}.stream", self.stream()), (f"{self.name}.receive", self.receive())]
+
+    def counters(self) -> dict[str, float]:
+        """The stream's, DRAM's and flash's (the flash channel's busy time includes the optimizer's flash updates)."""
+        n = self.name
+        return {
+            f"{n}.stream": self.stream_busy_s,
+            f"{n}.bytes_out": self.bytes_out,
+            f"{n}.bytes_read": self.bytes_read,
+            f"{n}.flash": self.flash_busy_s + self.optimizer.flash_busy_s,
+            f"{n}.dram": self.dram.busy_s,
+            f"{n}.dram.bytes": self.dram.bytes_moved,
+        }
+
+    def waits(self) -> dict[int, str]:
+        return {id(self.grad_inbox): "MemoryX's gradient inbox", id(self.flash_channel): "the flash channel"}
 
     def connect(self, out: simpy.Store) -> None:
         self.out = out
@@ -250,3 +270,28 @@ class MemoryX:
             self.optimizer.submit(
                 UpdateJob(kp.index, p.step, p.micro_batch, kind, kp.nnz, kp.state_tiers, env.now), first, accumulated
             )
+
+
+class FlashPrefetch:
+    """MemoryX's flash prefetch as a part of its own: a process reading flash-resident chunks into DRAM staging.
+
+    It is MemoryX's (:meth:`MemoryX.prefetch`, its counters are MemoryX's), but starts after the links, so
+    that SimPy runs the events due at the same time in the order the shipped baselines were recorded with.
+    """
+
+    def __init__(self, memoryx: MemoryX):
+        self.memoryx = memoryx
+        self.name = f"{memoryx.name}.prefetch"
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.memoryx.prefetch())] if self.memoryx.staging is not None else []
+
+    def counters(self) -> dict[str, float]:
+        return {}
+
+    def waits(self) -> dict[int, str]:
+        mx = self.memoryx
+        names = {id(mx.staging): "MemoryX's DRAM staging area"} if mx.staging is not None else {}
+        for (pass_index, chunk), ev in mx.prefetched.items():
+            names[id(ev)] = f"the flash prefetch of chunk {chunk} of pass {pass_index}"
+        return names

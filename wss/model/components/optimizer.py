@@ -26,6 +26,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
+from wss.model.components.part import Process
 from wss.model.machine.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
 
 __all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
@@ -100,6 +101,17 @@ class OptimizerCoprocessor:
         self.busy_s = 0.0
         self.flash_busy_s = 0.0
         self.current: UpdateJob | None = None
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.run())]
+
+    def counters(self) -> dict[str, float]:
+        """Busy seconds (its flash time is counted on MemoryX's flash channel)."""
+        return {self.name: self.busy_s}
+
+    def waits(self) -> dict[int, str]:
+        """The job queue (the update-done events are named by the cluster, which knows the kernels' names)."""
+        return {id(self.queue): "the optimizer's job queue"}
 
     def done_event(self, kernel: int, step: int) -> simpy.Event:
         """Event that fires when ``kernel``'s update of ``step`` is finished."""

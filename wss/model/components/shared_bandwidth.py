@@ -26,6 +26,8 @@ import heapq
 
 import simpy
 
+from wss.model.components.part import Process
+
 __all__ = ["SharedBandwidth"]
 
 
@@ -51,6 +53,15 @@ class SharedBandwidth:
         self._timer_gen = 0
         self.bytes_moved = 0.0
         self.busy_s = 0.0
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return []  # passive: transfers are driven by the parts that use it
+
+    def counters(self) -> dict[str, float]:
+        return {self.name: self.busy_s, self.name + ".bytes": self.bytes_moved}
+
+    def waits(self) -> dict[int, str]:
+        return {}
 
     @property
     def in_progress(self) -> int:

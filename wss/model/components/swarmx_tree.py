@@ -166,6 +166,11 @@ class LinkGroup(Link):
             m.record()
         self.spans, self.occupancy = self.path.spans, self.path.occupancy
 
+    def counters(self) -> dict[str, float]:
+        """The busiest member's figures under the level's name (what a Result reports per link class)."""
+        busy, moved = self.busiest()
+        return {self.name: busy, self.name + ".bytes": moved}
+
     def run(self) -> Generator[simpy.Event, Any, None]:
         raise TypeError(f"{self.name} is a view of {len(self.members)} links: run them instead")
 

@@ -36,6 +36,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import ByteStore, Chunk
+from wss.model.components.part import Process
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
@@ -164,6 +165,19 @@ class Wafer:
     def current_pass(self) -> int:
         """Index of the pass the wafer is in (-1 before the first)."""
         return self._pass
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.run())]
+
+    def counters(self) -> dict[str, float]:
+        return {f"{self.name}.compute": self.compute_s}
+
+    def waits(self) -> dict[int, str]:
+        names = {id(self.intake): "the wafer's intake",
+                 id(self.act_intake): "the wafer's intake of offloaded activations"}
+        for (step, mb), ev in self.forward_done.items():
+            names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
+        return names
 
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "seconds_by_cause"]
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "seconds_by_cause"]
 
 REL_TOL = 1e-9
 
@@ -90,7 +90,7 @@ def seconds_by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str
     return out
 
 
-def _same_state(a: tuple, b: tuple, period: float) -> bool:
+def same_state(a: tuple, b: tuple, period: float) -> bool:
     """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left; with a
     limited activation store, equal chunks and block inputs held and (to rounding) its transfers' bytes left."""
     (stores_a, (queued_a, running_a), staged_a, dram_a, held_a) = a
@@ -100,18 +100,18 @@ def _same_state(a: tuple, b: tuple, period: float) -> bool:
         and _same_transfers(dram_a, dram_b)
         and queued_a == queued_b
         and abs(running_a - running_b) <= REL_TOL * max(period, 1e-300)
-        and _close(staged_a, staged_b)
+        and close(staged_a, staged_b)
         and _same_store(held_a, held_b)
     )
 
 
 def _same_transfers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """As many transfers under way, each with (to rounding) the same bytes left."""
-    return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
 
 
 def _same_store(a: tuple, b: tuple) -> bool:
-    """The activation store's part of :func:`_same_state` (``Cluster.store_state``; empty when unlimited)."""
+    """The activation store's part of :func:`same_state` (``Cluster.store_state``; empty when unlimited)."""
     if not a or not b:
         return a == b
     (held_a, bandwidths_a), (held_b, bandwidths_b) = a, b
@@ -119,7 +119,7 @@ def _same_store(a: tuple, b: tuple) -> bool:
         _same_transfers(x, y) for x, y in zip(bandwidths_a, bandwidths_b))
 
 
-def _close(a: float, b: float) -> bool:
+def close(a: float, b: float) -> bool:
     return abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-300)
 
 
@@ -138,9 +138,9 @@ def analyse(
     for step in range(steps):
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
         p2, p3 = s3.time - s2.time, s4.time - s3.time
-        if not _same_state(s2.state, s3.state, p3):
+        if not same_state(s2.state, s3.state, p3):
             raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 ({s2.state} vs {s3.state})")
-        if not _close(p2, p3):
+        if not close(p2, p3):
             raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
         deltas = {}
         for key, end in s4.counters.items():
@@ -151,7 +151,7 @@ def analyse(
                 # smaller) last micro-batch's data, micro-batch 2's a full one, as every copy does.
                 deltas[key] = d2
                 continue
-            if not _close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
+            if not close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
                 raise FoldMismatch(f"step {step}: {key} grew by {d2!r} in micro-batch 2 but {d3!r} in 3")
             deltas[key] = d3
         breakdown = seconds_by_cause(timeline[s3.timeline_len : s4.timeline_len])

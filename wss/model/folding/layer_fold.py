@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wss.model.folding.fold import REL_TOL, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
+from wss.model.folding.fold import REL_TOL, FoldMismatch, Snapshot, close, same_state, seconds_by_cause
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass, gradient_passes
@@ -171,17 +171,17 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
     p_ab, p_bc = sb.time - sa.time, sc.time - sb.time
     where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
     for x, y in ((sa, sb), (sb, sc)):
-        if not _same_state(x.state, y.state, p_bc):
+        if not same_state(x.state, y.state, p_bc):
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks ({x.state} vs "
                                     f"{y.state})", fp.direction)
-    if not _close(p_ab, p_bc):
+    if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction)
     deltas = {}
     for key, end in sc.counters.items():
         if key.startswith("inputs"):  # input data arrives once per micro-batch, on its own schedule
             continue
         d1, d2 = sb.counters[key] - sa.counters[key], end - sb.counters[key]
-        if not _close(d1, d2) and max(abs(d1), abs(d2)) > REL_TOL * max(p_bc, 1e-300):
+        if not close(d1, d2) and max(abs(d1), abs(d2)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: {key} grew by {d1!r} in one block but {d2!r} in the next",
                                     fp.direction)
         deltas[key] = d2
@@ -219,7 +219,7 @@ def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mappi
     out = []
     for f in layers.folds:
         (ta, la), (tb, lb), (tc, lc) = marks[f.point.a], marks[f.point.b], marks[f.point.c]
-        if not (_close(tb - ta, f.period) and _close(tc - tb, f.period)):
+        if not (close(tb - ta, f.period) and close(tc - tb, f.period)):
             raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
                                     f"wafer's {f.period!r} s", f.point.direction)
         first, second = seconds_by_cause(timeline[la:lb]), seconds_by_cause(timeline[lb:lc])

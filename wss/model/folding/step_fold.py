@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wss.model.folding.fold import REL_TOL, Fold, FoldMismatch, Snapshot, _close, _same_state, seconds_by_cause
+from wss.model.folding.fold import REL_TOL, Fold, FoldMismatch, Snapshot, close, same_state, seconds_by_cause
 
 __all__ = ["COPIED_STEP", "StepsFold", "Unfolding", "analyse_steps"]
 
@@ -118,9 +118,9 @@ def analyse_steps(snapshots: Mapping[tuple[int, int], Snapshot], timeline: list[
     p2, p3 = t3 - t2, t4 - t3
     s2, s3, s4 = snapshots[(k - 1, 0)], snapshots[(k, 0)], snapshots[(k + 1, 0)]
     for a, b in ((s2, s3), (s3, s4)):
-        if not _same_state(a.state, b.state, p3):
+        if not same_state(a.state, b.state, p3):
             raise FoldMismatch(f"steps: queues differ at the starts of two steps ({a.state} vs {b.state})")
-    if not _close(p2, p3):
+    if not close(p2, p3):
         raise FoldMismatch(f"step {k - 1} took {p2!r} s, step {k} {p3!r} s")
     end2, end3 = ends[k - 1] + unfold.shift(k - 1, last_mb) - t2, ends[k] + unfold.shift(k, last_mb) - t3
     if abs(end2 - end3) > REL_TOL * p3:
@@ -128,7 +128,7 @@ def analyse_steps(snapshots: Mapping[tuple[int, int], Snapshot], timeline: list[
     deltas = {}
     for key in c3:
         d2, d3 = c3[key] - c2[key], c4[key] - c3[key]
-        if not _close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
+        if not close(d2, d3) and max(abs(d2), abs(d3)) > REL_TOL * max(p3, 1e-300):
             raise FoldMismatch(f"steps: {key} grew by {d2!r} in step {k - 1} but {d3!r} in step {k}")
         deltas[key] = d3
     b2, b3 = (_causes(timeline, snapshots, mb_fold, step) for step in (k - 1, k))

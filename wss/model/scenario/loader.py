@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from wss.errors import FieldProblem, ScenarioError, quote, shorten
 from wss.model.scenario.faults import DEFAULT_STORAGE, fault_problems
 from wss.model.scenario.limits import work_checks
-from wss.model.scenario.presets import PresetNotFound, load_model_preset, load_part_preset
+from wss.model.scenario.presets import HARDWARE_PART_KINDS, PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.validation_errors import closest, field_paths, key_types, problems_from_errors
 from wss.model.scenario.yaml_io import LIMITS, check_shape, line_map, safe_load_text
@@ -43,7 +43,7 @@ __all__ = [
     "published_cluster_limit",
 ]
 
-_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime", "activation_store")
+_PART_KINDS = HARDWARE_PART_KINDS
 
 #: Keys of a wafer preset that are not WaferConfig fields: the largest published cluster and its source.
 _LIMIT_KEYS = ("max_cluster_wafers", "max_cluster_wafers_source")

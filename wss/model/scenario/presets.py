@@ -25,9 +25,14 @@ from typing import Any
 
 from wss.errors import quote
 
-__all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "PART_KINDS", "PresetNotFound"]
+__all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset", "HARDWARE_PART_KINDS", "PART_KINDS",
+           "PresetNotFound"]
 
-PART_KINDS = ("hardware", "wafer", "memoryx", "swarmx", "runtime", "activation_store", "storage")
+#: The parts of ``hardware`` a preset can fill in (``hardware.<kind>.preset``; each a field of ``HardwareConfig``).
+#: The one list: the loader resolves these, the JSON Schema allows a preset name for each, ``wss presets`` lists them.
+HARDWARE_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime", "activation_store")
+#: Every kind of part preset under ``configs/``: a whole cluster, its parts, checkpoint storage.
+PART_KINDS = ("hardware", *HARDWARE_PART_KINDS, "storage")
 
 
 class PresetNotFound(KeyError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import simpy
 
@@ -28,8 +29,9 @@ from wss.model.components.activations import ActivationReturn, ActivationStore, 
 from wss.model.components.dram import SharedDram
 from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
-from wss.model.components.memoryx import KernelStore, MemoryX, MemoryXSettings
+from wss.model.components.memoryx import FlashPrefetch, KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
+from wss.model.components.part import Part, counters_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
@@ -51,14 +53,18 @@ from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
 from wss.model.scenario import PRECISION_BYTES
-from wss.model.sim.engine import Environment
+from wss.model.sim.engine import Environment, event_count
 from wss.model.sim.stall import run_or_explain
 
 __all__ = [
     "Cluster",
+    "Backbone",
+    "build_backbone",
     "build_cluster",
     "build_memoryx",
+    "drain",
     "run_cluster",
+    "start_parts",
     "optimizer_settings",
     "memoryx_settings",
     "swarmx_settings",
@@ -67,16 +73,20 @@ __all__ = [
 ]
 
 
+#: The tree's type: the folded chain (:class:`SwarmX`) or the unfolded tree of real nodes (``SwarmXTree``).
+TreeT = TypeVar("TreeT", bound=SwarmX)
+
+
 @dataclass
-class Cluster:
-    """The wired parts of one simulation, after it ran."""
+class Cluster(Generic[TreeT]):
+    """The wired parts of one simulation, after it ran; ``swarmx`` is the tree of the build (folded or not)."""
 
     env: simpy.Environment
     plan: Plan
     program: list[Pass]
     memoryx: MemoryX
     optimizer: OptimizerCoprocessor
-    swarmx: SwarmX
+    swarmx: TreeT
     memoryx_in: Link
     wafer: Wafer
     inputs: InputWorkers
@@ -97,29 +107,18 @@ class Cluster:
         extra = [self.offload_in] if self.offload_in is not None else []
         return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in, *extra]
 
+    def parts(self) -> list[Part]:
+        """Every part, in the order their processes start (SimPy runs the events due at the same time in the
+        order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, the links
+        from MemoryX's ports to the wafer and back, the flash prefetch, the activation store, its bandwidths,
+        the wafer last."""
+        return [self.memoryx, self.optimizer, self.memoryx_in, self.inputs, *self.swarmx.down, *self.swarmx.up,
+                *([self.offload_in] if self.offload_in is not None else []), FlashPrefetch(self.memoryx),
+                *self.activation_stores(), *self.store_parts(), self.wafer]
+
     def counters(self) -> dict[str, float]:
         """Every busy-time and byte counter, by name (what folding extrapolates)."""
-        c = {
-            "wafer.compute": self.wafer.compute_s,
-            "memoryx.stream": self.memoryx.stream_busy_s,
-            "memoryx.bytes_out": self.memoryx.bytes_out,
-            "memoryx.bytes_read": self.memoryx.bytes_read,
-            "memoryx.flash": self.memoryx.flash_busy_s + self.optimizer.flash_busy_s,
-            "memoryx.dram": self.memoryx.dram.busy_s,
-            "memoryx.dram.bytes": self.memoryx.dram.bytes_moved,
-            "memoryx.optimizer": self.optimizer.busy_s,
-            "inputs": self.inputs.busy_s,
-            "inputs.bytes": self.inputs.bytes,
-        }
-        for link in self.links():
-            c[link.name] = link.busy_s
-            c[link.name + ".bytes"] = link.bytes
-        for bw in self.store_parts():
-            c[bw.name], c[bw.name + ".bytes"] = bw.busy_s, bw.bytes_moved
-        for store in self.activation_stores():
-            if store.limited:
-                c[store.name + ".bytes_stored"], c[store.name + ".bytes_returned"] = store.bytes_stored, store.bytes
-        return c
+        return counters_of(self.parts())
 
     def store_parts(self) -> list[SharedBandwidth]:
         """The bandwidths of a limited activation store (none for the default store)."""
@@ -146,29 +145,9 @@ class Cluster:
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
-        names: dict[int, str] = {id(link.inbox): f"the inbox of {link.name}" for link in self.links()}
-        names[id(self.wafer.intake)] = "the wafer's intake"
-        names[id(self.wafer.act_intake)] = "the wafer's intake of offloaded activations"
-        for store in self.activation_stores():
-            if store.intake is not None:
-                names[id(store.intake)] = f"the intake of {store.name}'s store"
-            for index, ev in store.stored.items():
-                names[id(ev)] = f"{store.name}'s store to hold the block input of pass {index}"
-        for (step, mb), ev in self.wafer.forward_done.items():
-            names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
-        names[id(self.memoryx.grad_inbox)] = "MemoryX's gradient inbox"
-        names[id(self.optimizer.queue)] = "the optimizer's job queue"
-        names[id(self.flash_channel)] = "the flash channel"
-        if self.memoryx.staging is not None:
-            names[id(self.memoryx.staging)] = "MemoryX's DRAM staging area"
+        names = waits_of(self.parts())
         for (kernel, step), ev in self.optimizer.done.items():
             names[id(ev)] = f"the update of kernel {self.plan.kernels[kernel].kernel.name} in step {step}"
-        for (pass_index, chunk), ev in self.memoryx.prefetched.items():
-            names[id(ev)] = f"the flash prefetch of chunk {chunk} of pass {pass_index}"
-        for (step, mb), ev in self.inputs.ready.items():
-            names[id(ev)] = f"the input data of step {step}, micro-batch {mb}"
-        for (step, mb), ev in self.inputs.mb_started.items():
-            names[id(ev)] = f"the wafer to start step {step}, micro-batch {mb}"
         where = (f"the wafer in pass {self.wafer.current_pass + 1} of {len(self.program)}"
                  if self.wafer.current_pass >= 0 else "before the wafer's first pass")
         return names, where
@@ -400,23 +379,46 @@ def build_memoryx(
     return memoryx, optimizer, flash_channel
 
 
+@dataclass
+class Backbone:
+    """What the folded and the unfolded build share: the environment, the program, MemoryX (its shards folded)
+    with its optimizer and flash channel, MemoryX's network ports toward the root for the gradients coming back
+    (wired into MemoryX's gradient inbox), and the activation store's bandwidths."""
+
+    env: Environment
+    program: list[Pass]
+    memoryx: MemoryX
+    optimizer: OptimizerCoprocessor
+    flash_channel: simpy.Resource
+    memoryx_in: Link
+    paths: StorePaths
+
+
+def build_backbone(plan: Plan) -> Backbone:
+    """MemoryX's side of the cluster, built and wired up to the tree (which each build adds)."""
+    env = Environment()  # SimPy's, with its event loop in one function (wss.model.sim.engine)
+    program = build_program(plan)
+    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
+    memoryx_in = memoryx_in_link(env, plan)
+    memoryx_in.connect(memoryx.grad_inbox)
+    paths = store_paths(env, plan, memoryx, memoryx_in)
+    return Backbone(env, program, memoryx, optimizer, flash_channel, memoryx_in, paths)
+
+
 def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
     """Build every part from its settings and wire them; nothing runs yet.
 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
-    env = Environment()
-    program = build_program(plan)
-    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
+    bb = build_backbone(plan)
+    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
     swarmx = SwarmX(env, swarmx_settings(plan))
-    memoryx_in = memoryx_in_link(env, plan)
     inputs = InputWorkers(env, input_settings(plan))
     w_settings = wafer_settings(plan)
     wafer = Wafer(env, w_settings, program, inputs.ready, inputs.mb_started)
     wafer.progress = progress
     activations, returns = None, None
-    paths = store_paths(env, plan, memoryx, memoryx_in)
     if w_settings.offload_bytes_per_token:
         # Offloaded block inputs leave at the wafer's edge going up (into the store's intake, or nowhere for an
         # unlimited store), and come back on a second channel of the wafer's leaf edge (its own buffers, the
@@ -437,9 +439,8 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     swarmx.down[-1].connect(wafer.intake)
     wafer.connect(swarmx.up[0].inbox)
     swarmx.up[-1].connect(memoryx_in.inbox)
-    memoryx_in.connect(memoryx.grad_inbox)
 
-    cluster = Cluster(env, plan, program, memoryx, optimizer, swarmx, memoryx_in, wafer, inputs, flash_channel,
+    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, wafer, inputs, bb.flash_channel,
                       activations, returns, paths)
     if record:
         memoryx.record()
@@ -472,31 +473,10 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     ``progress`` is called with the fraction of the program done.
     """
     cluster = build_cluster(plan, record, progress)
-    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
-    # Start order matters: SimPy runs events due at the same time in the order they were scheduled.
-    extra_links = [cluster.offload_in] if cluster.offload_in is not None else []
-    processes = {
-        "memoryx.stream": env.process(memoryx.stream()),
-        "memoryx.receive": env.process(memoryx.receive()),
-        optimizer.name: env.process(optimizer.run()),
-        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
-        cluster.inputs.name: env.process(cluster.inputs.run()),
-        **{link.name: env.process(link.run()) for link in (*cluster.swarmx.down, *cluster.swarmx.up, *extra_links)},
-    }
-    if memoryx.staging is not None:
-        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
-    if cluster.activations is not None:
-        processes[cluster.activations.name] = env.process(cluster.activations.run())
-        if cluster.activations.limited:
-            processes[cluster.activations.name + ".absorb"] = env.process(cluster.activations.absorb())
-    processes[cluster.wafer.name] = done = env.process(cluster.wafer.run())
-    run_or_explain(env, done, processes, cluster.wait_context)
-    # Let the last gradients drain and the last updates finish.
-    last_step = plan.simulated_steps - 1
-    updated = updated_kernels(cluster.program)
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
-    run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
-    cluster.events = _event_count(env)
+    env, optimizer = cluster.env, cluster.optimizer
+    processes = start_parts(env, cluster.parts())
+    done = processes[cluster.wafer.name]
+    drain(cluster, done, processes, plan.simulated_steps)
     if plan.layer_runs:
         cluster.layers = LayersFold(tuple(cluster.layer_folds))
         check_layer_crossings(cluster, cluster.layers)
@@ -511,6 +491,22 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
         cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
                                           plan.step_fold_copies)
     return cluster
+
+
+def drain(cluster: Cluster, done: simpy.Event, processes: dict[str, simpy.Process], steps: int) -> None:
+    """Run until ``done`` (the wafers' programs), then let the last gradients drain and the last updates
+    (of simulated step ``steps - 1``) finish; count the events.  A deadlock names what each process waits for."""
+    run_or_explain(cluster.env, done, processes, cluster.wait_context)
+    updated = updated_kernels(cluster.program)
+    finals = [cluster.optimizer.done_event(k.index, steps - 1) for k in cluster.plan.kernels
+              if k.owns_state and k.index in updated]
+    run_or_explain(cluster.env, cluster.env.all_of(finals), processes, cluster.wait_context)
+    cluster.events = event_count(cluster.env)
+
+
+def start_parts(env: simpy.Environment, parts: list[Part]) -> dict[str, simpy.Process]:
+    """Start every part's processes, in the parts' order; return them by name (for a stall's message)."""
+    return {name: env.process(body) for part in parts for name, body in part.processes()}
 
 
 def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
@@ -530,11 +526,3 @@ def check_layer_crossings(cluster: Cluster, layers: LayersFold) -> None:
     for _, _, cause, index in cluster.wafer.timeline:
         if cause == "input" and shift(index) > 0:
             raise LayerFoldMismatch(f"the wafer waited for input data at pass {index}, after folded blocks", "")
-
-
-def _event_count(env: simpy.Environment) -> int:
-    """Events scheduled so far (SimPy numbers every scheduled event)."""
-    counter = getattr(env, "_eid", None)
-    if counter is None:
-        return 0
-    return next(counter)

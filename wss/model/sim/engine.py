@@ -20,7 +20,7 @@ import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import EventPriority
 
-__all__ = ["Environment"]
+__all__ = ["Environment", "event_count"]
 
 
 class Environment(simpy.Environment):
@@ -65,3 +65,11 @@ class Environment(simpy.Environment):
                 exc = type(event._value)(*event._value.args)
                 exc.__cause__ = event._value
                 raise exc
+
+
+def event_count(env: simpy.Environment) -> int:
+    """Events scheduled so far (SimPy numbers every scheduled event)."""
+    counter = getattr(env, "_eid", None)
+    if counter is None:
+        return 0
+    return next(counter)

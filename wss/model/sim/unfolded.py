@@ -43,6 +43,8 @@ import simpy
 from wss.model.components.activations import ActivationStore
 from wss.model.components.inputs import InputWorkers
 from wss.model.components.links import Link
+from wss.model.components.memoryx import FlashPrefetch
+from wss.model.components.part import Part, counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.folding.fold import Snapshot, analyse, seconds_by_cause
@@ -62,31 +64,28 @@ from wss.model.machine.jitter import compute_factors, jitter_rng
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_evenly
-from wss.model.program import Pass, build_program, updated_kernels
+from wss.model.program import Pass, updated_kernels
 from wss.model.scenario.fold_rules import stand_ins
 from wss.model.scenario.shards import reachable_wafers
 from wss.model.sim.cluster import (
     Cluster,
     StorePaths,
-    _event_count,
     activation_store_settings,
-    build_memoryx,
+    build_backbone,
     check_layer_crossings,
+    drain,
     input_settings,
-    memoryx_in_link,
-    store_paths,
+    start_parts,
     swarmx_settings,
     wafer_settings,
 )
-from wss.model.sim.engine import Environment
-from wss.model.sim.stall import run_or_explain
 
 __all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer",
            "wafer_kinds"]
 
 
 @dataclass
-class UnfoldedCluster(Cluster):
+class UnfoldedCluster(Cluster[SwarmXTree]):
     """The wired parts of an unfolded run; ``wafer``, ``inputs`` and ``activations`` are the representative
     wafer's, ``swarmx`` is the tree (its levels viewed as link classes).
 
@@ -139,7 +138,7 @@ class UnfoldedCluster(Cluster):
 
     @property
     def tree(self) -> SwarmXTree:
-        assert isinstance(self.swarmx, SwarmXTree)
+        """The tree of real nodes (``swarmx``, typed as this build's)."""
         return self.swarmx
 
     def groups(self) -> list[LinkGroup]:
@@ -150,15 +149,22 @@ class UnfoldedCluster(Cluster):
     def links(self) -> list[Link]:
         return [*self.tree.simulated_links(), self.memoryx_in, *self.returns]
 
+    def parts(self) -> list[Part]:
+        """Every simulated part, in the folded cluster's start order, each part repeated per simulated wafer or
+        edge in order (the wafers last)."""
+        return [self.memoryx, self.optimizer, self.memoryx_in, *self.all_inputs, *self.tree.simulated_links(),
+                *self.returns, FlashPrefetch(self.memoryx), *self.stores, *self.store_parts(), *self.simulated]
+
     def counters(self) -> dict[str, float]:
-        """The folded cluster's counters (a level's are its busiest edge's), and every edge's and wafer's."""
-        c = super().counters()
-        for group in self.groups():
-            c[group.name], c[group.name + ".bytes"] = group.busiest()
+        """Every simulated part's counters; the representative wafer's under the folded cluster's names
+        (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its busiest edge's; and
+        every wafer's compute, a wafer stood for by another counting its stand-in's."""
+        c = counters_of(self.parts())
+        c["wafer.compute"] = self.wafer.compute_s
+        c["inputs"], c["inputs.bytes"] = self.inputs.busy_s, self.inputs.bytes
+        c.update(counters_of(self.groups()))
         for w, wafer in enumerate(self.wafers):
             c[f"wafer.{w}.compute"] = wafer.compute_s
-        for inputs in self.all_inputs:
-            c[inputs.name], c[inputs.name + ".bytes"] = inputs.busy_s, inputs.bytes
         return c
 
     def state(self) -> tuple:
@@ -172,6 +178,7 @@ class UnfoldedCluster(Cluster):
         return list(self.stores)
 
     def wait_context(self) -> tuple[dict[int, str], str]:
+        """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
         names, where = super().wait_context()
         for wafer, inputs in zip(self.simulated, self.all_inputs):
             names[id(wafer.intake)] = f"the intake of {wafer.name}"
@@ -276,10 +283,9 @@ def _programs(plan: Plan, program: list[Pass], sizes: list[list[int]]) -> dict[t
 def build_unfolded(plan: Plan, record: bool = False,
                    progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Build every part, one wafer and one set of input workers per wafer, and wire the tree; nothing runs yet."""
-    env = Environment()  # SimPy's, with its event loop in one function (wss.model.sim.engine)
+    bb = build_backbone(plan)
+    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
     hw = plan.scenario.hardware
-    program = build_program(plan)
-    memoryx, optimizer, flash_channel = build_memoryx(env, plan, program)
     rep = representative_wafer(plan)
     faults = plan.scenario.faults
     kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
@@ -289,8 +295,6 @@ def build_unfolded(plan: Plan, record: bool = False,
                       classes)
     stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
-    memoryx_in = memoryx_in_link(env, plan)
-    paths = store_paths(env, plan, memoryx, memoryx_in)
     members = [sum(1 for s in stand_in if s == w) for w in range(hw.wafers)]  # wafers each simulated one stands for
     sizes = wafer_micro_batches(plan)
     programs = _programs(plan, program, sizes)
@@ -324,11 +328,10 @@ def build_unfolded(plan: Plan, record: bool = False,
     wafers[rep].progress = progress
     memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
     tree.connect_root(memoryx_in.inbox)
-    memoryx_in.connect(memoryx.grad_inbox)
     at = sorted(set(stand_in) - {-1}).index(rep)  # the representative among the simulated wafers
     offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
-    cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, optimizer, tree, memoryx_in,
-                              wafers[rep], inputs[at], flash_channel, stores[at] if stores else None, offload_in,
+    cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, bb.optimizer, tree, memoryx_in,
+                              wafers[rep], inputs[at], bb.flash_channel, stores[at] if stores else None, offload_in,
                               paths, wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
                               returns=returns)
     if record:
@@ -442,31 +445,14 @@ def run_unfolded(plan: Plan, record: bool = False,
                  progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
-    env, memoryx, optimizer = cluster.env, cluster.memoryx, cluster.optimizer
-    # The folded cluster's start order, each part repeated per wafer or per edge in order.
-    processes = {
-        "memoryx.stream": env.process(memoryx.stream()),
-        "memoryx.receive": env.process(memoryx.receive()),
-        optimizer.name: env.process(optimizer.run()),
-        cluster.memoryx_in.name: env.process(cluster.memoryx_in.run()),
-        **{ins.name: env.process(ins.run()) for ins in cluster.all_inputs},
-        **{link.name: env.process(link.run()) for link in (*cluster.tree.simulated_links(), *cluster.returns)},
-    }
-    if memoryx.staging is not None:
-        processes["memoryx.prefetch"] = env.process(memoryx.prefetch())
-    for store in cluster.stores:
-        processes[store.name] = env.process(store.run())
-        if store.limited:
-            processes[store.name + ".absorb"] = env.process(store.absorb())
-    env.process(_mark_steps(cluster))
-    done = [env.process(w.run()) for w in cluster.simulated]
-    processes.update({w.name: p for w, p in zip(cluster.simulated, done)})
-    run_or_explain(env, env.all_of(done), processes, cluster.wait_context)
-    last_step = plan.scenario.training.steps - 1
-    updated = updated_kernels(cluster.program)
-    finals = [optimizer.done_event(k.index, last_step) for k in plan.kernels if k.owns_state and k.index in updated]
-    run_or_explain(env, env.all_of(finals), processes, cluster.wait_context)
-    cluster.events = _event_count(env)
+    env = cluster.env
+    wafers = len(cluster.simulated)
+    parts = cluster.parts()
+    processes = start_parts(env, parts[:-wafers])
+    env.process(_mark_steps(cluster))  # before the wafers start, as each step's end is marked
+    processes.update(start_parts(env, parts[-wafers:]))
+    done = [processes[w.name] for w in cluster.simulated]
+    drain(cluster, env.all_of(done), processes, plan.scenario.training.steps)
     if plan.layer_runs:
         _unfold_layers(cluster)
     for group in cluster.groups():

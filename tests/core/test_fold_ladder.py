@@ -1,0 +1,61 @@
+"""The fallback ladder (wss/model/folding/ladder.py): each failed fold check runs the plan again, folded less."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import wss
+from wss.model.folding.fold import FoldMismatch
+from wss.model.folding.ladder import run_folded
+from wss.model.folding.layer_fold import LayerFoldMismatch
+from wss.model.plan import Plan, make_plan
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _failing(times: int, error: Exception) -> tuple[list[Plan], object]:
+    """A run that fails its fold check ``times`` times, then answers with the plan it ran."""
+    tried: list[Plan] = []
+
+    def run(p: Plan) -> Plan:
+        tried.append(p)
+        if len(tried) <= times:
+            raise error
+        return p
+
+    return tried, run
+
+
+def test_steps_unfold_first_then_micro_batches():
+    s = wss.load_scenario(SCENARIOS / "fc_mnist.yaml",
+                          ["training.steps=40", "training.global_batch=1024", "training.micro_batch=8"])
+    p = make_plan(s)
+    assert p.step_fold_copies > 0 and p.fold_copies > 0
+    tried, run = _failing(1, FoldMismatch("steps differ"))
+    assert run_folded(s, None, p, run).step_fold_copies == 0
+    assert tried[1].fold_copies == p.fold_copies
+    tried, run = _failing(2, FoldMismatch("nothing repeats"))
+    last = run_folded(s, None, p, run)
+    assert len(tried) == 3 and last.fold_copies == 0 and last.step_fold_copies == 0
+
+
+def test_blocks_failing_one_direction_fold_the_other_in_a_one_step_run():
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["training.steps=1"])
+    p = make_plan(s, fold_layers=True)
+    assert p.layer_runs and len(p.layer_directions) == 2
+    failed = p.layer_directions[0]
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", failed))
+    answer = run_folded(s, None, p, run)
+    assert len(tried) == 2
+    assert answer.layer_directions == tuple(d for d in p.layer_directions if d != failed)
+    assert answer.layer_runs == p.layer_runs
+
+
+def test_a_failure_on_the_last_rung_is_raised():
+    s = wss.load_scenario(SCENARIOS / "fc_mnist.yaml")
+    tried, run = _failing(10, FoldMismatch("never"))
+    with pytest.raises(FoldMismatch):
+        run_folded(s, None, make_plan(s), run)
+    assert tried[-1].fold_copies == 0

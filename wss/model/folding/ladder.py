@@ -1,0 +1,76 @@
+"""The fallback ladder: run a plan folded as far as it may be, and fold less each time a fold fails its check.
+
+Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
+:mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
+
+1. blocks that do not repeat in one direction (``LayerFoldMismatch``) fold in the other only, in a run of one
+   simulated step;
+2. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
+3. then steps unfold (micro-batches still fold);
+4. then nothing folds.
+
+The ladder knows plans and runs, not parts: ``run`` simulates a plan and returns whatever the caller's cluster
+is, so the simulator's entry point reads plan, run, measure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from wss.model.folding.fold import FoldMismatch
+from wss.model.folding.layer_fold import LayerFoldMismatch
+from wss.model.plan import Plan, make_plan
+from wss.model.scenario import Scenario
+
+__all__ = ["run_folded"]
+
+#: Which folds failed and what the run does instead (``wss -v``).
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+def run_folded(s: Scenario, profiles: Any, p: Plan, run: Callable[[Plan], R]) -> R:
+    """``run(p)``; if a fold fails its check, ``run`` again on a plan folded less (the module's ladder)."""
+    try:
+        return _run_layers_folded(s, p, run)
+    except FoldMismatch as exc:
+        log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
+        return _run_less_folded(s, profiles, p, run, isinstance(exc, LayerFoldMismatch))
+
+
+def _run_layers_folded(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
+    """Run the plan; if its blocks fold in one direction but not the other, again with that one only.
+
+    Only a run of one simulated step folds one direction alone: with more, a block whose backward (and
+    update) were folded away would still stream forward in the next step, waiting for an update the
+    run never simulates, and one whose forward was folded away would skip the wait the real run has.
+    """
+    try:
+        return run(p)
+    except LayerFoldMismatch as exc:
+        others = tuple(d for d in p.layer_directions if d != exc.direction)
+        if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
+            raise
+        log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
+                 exc.direction, exc, others[0])
+        return run(replace(p, layer_directions=others))
+
+
+def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, run: Callable[[Plan], R], layers_failed: bool) -> R:
+    """After a fold failed its check: layers unfolded (when theirs failed), then steps too (micro-batches still
+    folded), else nothing folded."""
+    if folded.layer_runs and layers_failed:
+        try:
+            return run(replace(folded, layer_runs=()))
+        except FoldMismatch as exc:
+            log.info("%s: micro-batches or steps do not repeat either (%s): folding less", s.name, exc)
+    if folded.step_fold_copies:
+        try:
+            return run(make_plan(s, profiles, fold_steps=False, fold_layers=False))
+        except FoldMismatch as exc:
+            log.info("%s: micro-batches do not repeat either (%s): simulating every one", s.name, exc)
+    return run(make_plan(s, profiles, fold=False, fold_layers=False))
