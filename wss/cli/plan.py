@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from wss.cli.common import EXIT_OK, add_scenario_argument, add_set_argument
+
+if TYPE_CHECKING:  # the planner loads when the command runs
+    from wss.model.plan.choice import CandidateCost, PlanChoice
 
 __all__ = ["add_commands", "run", "COMMANDS"]
 
@@ -56,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def format_candidates(name: str, choice, shown, simulated: list[float] | None) -> str:
+def format_candidates(name: str, choice: PlanChoice, shown: Sequence[CandidateCost],
+                      simulated: list[float] | None) -> str:
     """The text table of ``wss plan``."""
     from wss.views.summary import fmt_bytes, fmt_time
 
