@@ -159,7 +159,7 @@ def wss_timing(request: pytest.FixtureRequest) -> WssTiming:
                      config.stash[_NOTES], config.stash[_OWNERS])
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     notes = config.stash.get(_NOTES, [])
     if notes:
         terminalreporter.section("wss timing")

@@ -175,3 +175,18 @@ def test_preset_block_options(model, check):
     assert len(blocks) == 1 and check(blocks[0])
     embed = s.workload.model.layers[0]
     assert embed.max_positions == (512 if model == "bert-large" else 0)  # rotary: no learned table
+
+
+def test_a_layer_kind_the_builder_does_not_know_is_an_error_naming_it():
+    """A kind added to the scenario's Layer union without a rule in the builder must not vanish from the work."""
+    from typing import Literal
+
+    from wss.model.scenario.workload import _LayerBase
+
+    class Mystery(_LayerBase):
+        kind: Literal["mystery"]
+
+    layer = Mystery(kind="mystery", name="odd")
+    model = ModelConfig.model_construct(name="m", input="features", seq_len=1, layers=[layer])
+    with pytest.raises(NotImplementedError, match=r"layer kind 'mystery' \(Mystery, layer 'odd'\)"):
+        expand_model(model, 0.0, 1)

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wss.cli.common import EXIT_FAILED, add_scenario_argument, add_set_argument
+
+if TYPE_CHECKING:  # the estimate loads when the command runs
+    from wss.studies.estimate import Estimate
 
 __all__ = ["add_commands", "run", "COMMANDS"]
 
@@ -70,7 +74,7 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_estimate(est) -> str:
+def format_estimate(est: Estimate) -> str:
     """Human-readable text of an :class:`~wss.studies.estimate.Estimate`."""
     from wss.views.summary import fmt_time
 

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from wss.cli.common import EXIT_OK, add_scenario_argument, add_set_argument
+
+if TYPE_CHECKING:  # the planner loads when the command runs
+    from wss.model.plan.choice import CandidateCost, PlanChoice
+    from wss.model.scenario import Scenario
 
 __all__ = ["add_commands", "run", "COMMANDS"]
 
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _simulate_each(scenario: Any, shown: list[Any]) -> list[float]:
+def _simulate_each(scenario: Scenario, shown: Sequence[CandidateCost]) -> list[float]:
     """Simulate every candidate shown, with one progress bar over them all (on a terminal)."""
     from wss.model.plan.search import forced_scenario
     from wss.model.simulate import simulate_detailed
@@ -72,7 +77,8 @@ def _simulate_each(scenario: Any, shown: list[Any]) -> list[float]:
     return out
 
 
-def format_candidates(name: str, choice, shown, simulated: list[float] | None) -> str:
+def format_candidates(name: str, choice: PlanChoice, shown: Sequence[CandidateCost],
+                      simulated: list[float] | None) -> str:
     """The text table of ``wss plan``."""
     from wss.views.summary import fmt_bytes, fmt_time
 

@@ -19,6 +19,7 @@ import argparse
 import io
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wss.cli import see
 from wss.cli.common import (
@@ -32,6 +33,9 @@ from wss.cli.common import (
 )
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
+
+if TYPE_CHECKING:  # the model loads when the command runs
+    from wss.model.result.results import Result
 
 __all__ = ["COMMANDS", "add_commands", "run", "default_outdir"]
 
@@ -99,7 +103,7 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_json(args: argparse.Namespace, result, files: list[Path]) -> None:
+def _print_json(args: argparse.Namespace, result: Result, files: list[Path]) -> None:
     """``simulate --json``: one document on stdout (progress stays on stderr), the verdict in it if asked for."""
     from wss.views.json_summary import result_summary
 

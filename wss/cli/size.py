@@ -12,9 +12,13 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wss.cli.common import EXIT_FAILED, EXIT_OK, add_scenario_argument, add_set_argument
 from wss.files import all_or_nothing, atomic_write_bytes, ensure_file_target
+
+if TYPE_CHECKING:  # pandas loads with wss.studies.size, when the command runs
+    import pandas as pd
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -48,7 +52,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
     return p
 
 
-def _write_plot(df, path: Path) -> None:
+def _write_plot(df: pd.DataFrame, path: Path) -> None:
     from wss.studies.size import SizeError, size_figure
 
     fmt = path.suffix.lower().lstrip(".")
@@ -59,7 +63,7 @@ def _write_plot(df, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def _json(df) -> str:
+def _json(df: pd.DataFrame) -> str:
     rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in df.to_dict(orient="records")]
     return json.dumps({**df.attrs, "rows": rows}, indent=1, default=str)

@@ -26,8 +26,8 @@ from wss.cli.common import (
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_output, ensure_dir, ensure_file_target
 
-if TYPE_CHECKING:  # the sweep module imports the model; it is imported when the command runs
-    pass
+if TYPE_CHECKING:  # the sweep module imports the model (and pandas); it is imported when the command runs
+    import pandas as pd
 
 __all__ = ["COMMANDS", "add_commands", "run", "parse_vary", "cache_dir_for"]
 
@@ -225,7 +225,7 @@ def _check_outputs(out: Path | None, cache: Path | None) -> None:
         ensure_dir(cache)
 
 
-def _write_table(df, path: Path) -> Path:
+def _write_table(df: pd.DataFrame, path: Path) -> Path:
     """Write CSV or parquet atomically (temporary file, then rename), with the usual permissions."""
     _check_parquet(path)
     with atomic_output(path) as tmp:
@@ -236,7 +236,7 @@ def _write_table(df, path: Path) -> Path:
     return path
 
 
-def format_table(df, varied: list[str]) -> str:
+def format_table(df: pd.DataFrame, varied: list[str]) -> str:
     """The printed table: varied keys, status, the main metrics and each error's whole first line (the
     suggestion an error ends with, "did you mean ...", is what the user needs, so it is not cut)."""
     cols = [*varied, "status", *_TABLE_METRICS]

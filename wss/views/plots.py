@@ -115,7 +115,7 @@ def _rows_from_cluster(cluster: Any, lo: float, hi: float) -> list[tuple[str, di
     def phase_of(p: int) -> str:
         return program[p].phase if 0 <= p < len(program) else "update"
 
-    def by_phase(spans) -> dict[str, list[tuple[float, float]]]:
+    def by_phase(spans: Iterable[tuple[float, float, int, float]]) -> dict[str, list[tuple[float, float]]]:
         groups: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for a, b, p, *_ in placed.pass_spans(spans):
             if b >= lo and a <= hi:

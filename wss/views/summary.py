@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from wss.model.plan import Plan
 from wss.model.plan.activation_store import offload_bytes
-from wss.model.scenario import HardwareConfig
+from wss.model.scenario import HardwareConfig, Scenario
 from wss.model.scenario.faults import describe_edges
 from wss.model.scenario.presets import list_presets
 
@@ -48,8 +48,8 @@ def cluster_int(result: Result, key: str, default: int | None = None) -> int:
     return int(value)
 
 
-def _headline(plan_or_result_scenario, params: int, nnz: int) -> str:
-    s = plan_or_result_scenario
+def _headline(s: Scenario, params: int, nnz: int) -> str:
+    """The first line of a plan's or a result's summary: cluster, model, parameters, batch."""
     hw, tr = s.hardware, s.training
     sparsity = 1 - nnz / params if params else 0.0
     seq = f" x {s.seq_len} tokens" if s.workload.model.input == "tokens" else ""

@@ -8,7 +8,7 @@ with ``status == "ok"`` are drawn; one line per value of ``group``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +18,7 @@ from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.axes import Axes
 
 __all__ = ["plot_scaling", "plot_sparsity", "plot_memoryx_bandwidth"]
 
@@ -38,7 +39,7 @@ def _ok(df: pd.DataFrame, needed: Sequence[str]) -> pd.DataFrame:
     return rows.dropna(subset=list(needed))
 
 
-def _groups(df: pd.DataFrame, group: str | None):
+def _groups(df: pd.DataFrame, group: str | None) -> Iterator[tuple[str | None, pd.DataFrame]]:
     """(label, rows) per group value, in order of first appearance."""
     if group is None or group not in df.columns:
         yield None, df
@@ -52,7 +53,7 @@ def _xy(rows: pd.DataFrame, x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
     return rows[x].to_numpy(dtype=float), rows[y].to_numpy(dtype=float)
 
 
-def _legend(ax, title: str | None) -> None:
+def _legend(ax: Axes, title: str | None) -> None:
     if ax.get_legend_handles_labels()[0]:
         ax.legend(title=title, fontsize="small", title_fontsize="small")
 

@@ -18,15 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Generator
 from dataclasses import dataclass
-from heapq import heappush
 from typing import Any, Protocol
 
 import simpy
-from simpy.events import NORMAL, PENDING
-from simpy.resources.store import StoreGet, StorePut
 
 from wss.model.components.part import Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
+from wss.model.components.simpy_internals import FastStore
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
 
 __all__ = ["ByteStore", "Chunk", "Inlet", "Link"]
@@ -69,12 +67,13 @@ class Chunk:
         return twin
 
 
-class ByteStore(simpy.Store):
+class ByteStore(FastStore):
     """A FIFO buffer of ``capacity_bytes``: a put waits until the item's bytes fit.
 
     Items carry ``.bytes``; the level counts whole bytes (rounded up), so no sum of
     fractions can leave a put blocked for ever.  Whatever their size, up to
-    :data:`MIN_CHUNKS_BUFFERED` items are admitted (see there).
+    :data:`MIN_CHUNKS_BUFFERED` items are admitted (see there).  Its ``put`` and ``get``
+    are :class:`~wss.model.components.simpy_internals.FastStore`'s: they are on every chunk of every hop.
     """
 
     def __init__(self, env: simpy.Environment, capacity_bytes: int):
@@ -84,70 +83,18 @@ class ByteStore(simpy.Store):
         self.capacity_bytes = int(capacity_bytes)
         self.level = 0
 
-    def _do_put(self, event: Any) -> None:
-        need = math.ceil(event.item.bytes)
-        if len(self.items) < MIN_CHUNKS_BUFFERED or self.level + need <= self.capacity_bytes:
-            self.items.append(event.item)
-            self.level += need
-            event.succeed()
-
-    def _do_get(self, event: Any) -> None:
-        if self.items:
-            item = self.items.pop(0)
-            self.level -= math.ceil(item.bytes)
-            event.succeed(item)
-
-    # ``put`` and ``get`` are SimPy's (a StorePut or StoreGet event, queued, then the queue tried) with
-    # the common case done inline: nobody waits ahead, so SimPy would try this event alone.  The event,
-    # its callbacks and the moment it is scheduled are the same, so the run is too; it saves the generic
-    # machinery on every chunk of every hop.
-
-    def put(self, item: Any) -> StorePut:  # type: ignore[override]
-        """Put ``item``: the event succeeds once its bytes fit (at once if they do now)."""
-        if self.put_queue:
-            return StorePut(self, item)
-        env = self._env
-        event = StorePut.__new__(StorePut)
-        event.env, event.item, event.resource, event.proc = env, item, self, env._active_proc
-        event.callbacks = [self._after_put]
+    def _admit(self, item: Any) -> bool:
         need = math.ceil(item.bytes)
         if len(self.items) < MIN_CHUNKS_BUFFERED or self.level + need <= self.capacity_bytes:
             self.items.append(item)
             self.level += need
-            event._ok, event._value = True, None
-            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))  # env.schedule(event), inlined
-        else:
-            event._value = PENDING
-            self.put_queue.append(event)
-        return event
+            return True
+        return False
 
-    def _after_put(self, event: StorePut) -> None:
-        """A put's callback: let waiting gets try (SimPy's ``_trigger_get``, skipped when none waits)."""
-        if self.get_queue:
-            self._trigger_get(event)
-
-    def _after_get(self, event: StoreGet) -> None:
-        """A get's callback: let waiting puts try (SimPy's ``_trigger_put``, skipped when none waits)."""
-        if self.put_queue:
-            self._trigger_put(event)
-
-    def get(self) -> StoreGet:
-        """Take the oldest item: the event succeeds with it once there is one (at once if there is)."""
-        if self.get_queue:
-            return StoreGet(self)
-        env = self._env
-        event = StoreGet.__new__(StoreGet)
-        event.env, event.resource, event.proc = env, self, env._active_proc
-        event.callbacks = [self._after_get]
-        if self.items:
-            item = self.items.pop(0)
-            self.level -= math.ceil(item.bytes)
-            event._ok, event._value = True, item
-            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
-        else:
-            event._value = PENDING
-            self.get_queue.append(event)
-        return event
+    def _take(self) -> Any:
+        item = self.items.pop(0)
+        self.level -= math.ceil(item.bytes)
+        return item
 
 
 class Link:
@@ -222,26 +169,26 @@ class Link:
         while True:
             chunk = yield get()
             if self.occupancy is not None:
-                self.occupancy.append((env._now, len(self.inbox.items)))
+                self.occupancy.append((env.now, len(self.inbox.items)))
             dt = chunk.bytes / bandwidth
             wire, shared = self.wire, self.shared
             if wire is None and shared is None:
                 # Wait out the flight of the previous hop and serialise in one event.
-                flight = chunk.ready_at - env._now
+                flight = chunk.ready_at - env.now
                 yield timeout((flight if flight > 0.0 else 0.0) + dt)
             elif shared is not None:  # ports other traffic shares fairly: as long as the transfer takes
-                if chunk.ready_at > env._now:
-                    yield timeout(chunk.ready_at - env._now)
-                t0 = env._now
+                if chunk.ready_at > env.now:
+                    yield timeout(chunk.ready_at - env.now)
+                t0 = env.now
                 yield shared.transfer(chunk.bytes)
-                dt = env._now - t0
+                dt = env.now - t0
             elif wire is not None:  # a shared wire: serialise only while holding it (each channel has its own buffers)
-                if chunk.ready_at > env._now:
-                    yield timeout(chunk.ready_at - env._now)
+                if chunk.ready_at > env.now:
+                    yield timeout(chunk.ready_at - env.now)
                 with wire.request() as req:
                     yield req
                     yield timeout(dt)
-            now = env._now
+            now = env.now
             self.busy_s += dt
             self.bytes += chunk.bytes
             if self.spans is not None:

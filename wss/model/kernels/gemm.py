@@ -208,7 +208,7 @@ def _padded(W: SparseWeights) -> _Padded:
     return W._cache[key]
 
 
-def _token_blocks(n_tokens: int):
+def _token_blocks(n_tokens: int) -> list[tuple[int, int]]:
     """Token ranges of at most ``_TOKEN_BLOCK`` (one range when ``n_tokens`` is 0)."""
     return [(t0, min(n_tokens, t0 + _TOKEN_BLOCK)) for t0 in range(0, max(n_tokens, 1), _TOKEN_BLOCK)]
 

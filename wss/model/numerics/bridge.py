@@ -9,6 +9,8 @@ actual masks.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from wss.model.kernels.cycles import NnzProfile
@@ -17,6 +19,9 @@ from wss.model.scenario.shards import reachable_wafers, shard_samples
 from wss.model.scenario.workload import DenseLayer
 from wss.model.workload import StreamedKernel, expand_model, kernel_density
 
+if TYPE_CHECKING:  # the numerics (and their start-up cost) load only when a scenario trains for real
+    from wss.model.numerics import NumericsOutcome, NumericsSpec
+
 __all__ = ["numerics_spec", "run_numerics"]
 
 #: Scenario precision of the streamed weights -> numerics dtype.  Gradients and activations stay
@@ -24,7 +29,7 @@ __all__ = ["numerics_spec", "run_numerics"]
 _STREAM_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def numerics_spec(s: Scenario):
+def numerics_spec(s: Scenario) -> NumericsSpec:
     """The :class:`wss.model.numerics.NumericsSpec` of a scenario (dense-layer models only)."""
     from wss.model.numerics import NumericsSpec
 
@@ -68,7 +73,7 @@ def numerics_spec(s: Scenario):
     )
 
 
-def run_numerics(s: Scenario):
+def run_numerics(s: Scenario) -> tuple[NumericsOutcome, dict[str, NnzProfile]]:
     """Train for real; return the outcome and the real non-zero profile of each kernel by name."""
     from wss.model.numerics import train
 

@@ -18,6 +18,7 @@ the loss near ``log(n_classes)``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,9 @@ def _activation_grad(z: np.ndarray, h: np.ndarray, activation: str) -> np.ndarra
     return (z > 0).astype(z.dtype) if activation == "relu" else 1 - h * h
 
 
-def _forward(weights, x, activation):
+def _forward(
+    weights: Sequence[SparseWeights], x: np.ndarray, activation: str
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """Logits plus the (pre-activation, activation) pairs backward needs."""
     inputs, pre = [x], []
     h = x

@@ -153,7 +153,7 @@ def make_optimizer(
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
     weight_decay: float = 0.0,
-):
+) -> SGD | Momentum | Adam | Lamb:
     """The optimizer called ``name`` (``sgd``, ``momentum``, ``adam``, ``adamw``, ``lamb``)."""
     if name == "sgd":
         return SGD(learning_rate, weight_decay)

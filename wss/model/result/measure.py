@@ -10,6 +10,7 @@ from wss.model.components.activations import ActivationStore
 from wss.model.components.wafer import Wafer
 from wss.model.folding.fold import Fold
 from wss.model.folding.step_fold import COPIED_STEP, Unfolding
+from wss.model.plan import Plan
 from wss.model.program import gradient_passes
 from wss.model.result.energy import energy_summary
 from wss.model.result.goodput import failure_summary
@@ -35,6 +36,9 @@ from wss.model.scenario.fold_rules import fold_decision
 from wss.model.sim.cluster import Cluster
 from wss.model.sim.unfolded import UnfoldedCluster, wafer_micro_batches
 from wss.model.workload import StreamedKernel, WaferOp
+
+#: Seconds to add to a time recorded in (step, micro-batch) to put it on the unfolded axis (``Unfolding.shift``).
+Shift = Callable[[int, int], float]
 
 __all__ = ["measure"]
 
@@ -402,7 +406,7 @@ def _crossings(cluster: Cluster) -> float:
     return per_step / one_copy / len(plan.micro_batches)
 
 
-def _memory(plan) -> MemoryFootprint:
+def _memory(plan: Plan) -> MemoryFootprint:
     s = plan.scenario
     mx = s.hardware.memoryx
     return MemoryFootprint(
@@ -422,7 +426,7 @@ def _memory(plan) -> MemoryFootprint:
     )
 
 
-def _records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]
+def _records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]]
              ) -> tuple[list[KernelRecord], list[dict[str, float]]]:
     """Kernel records (wafer passes, then MemoryX jobs) and each wafer pass's pacing split.
 
@@ -434,7 +438,7 @@ def _records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]
     return recs + _memoryx_records(cluster, shift, tail), paces
 
 
-def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
+def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
     """One record per wafer pass, and its pacing split."""
     plan = cluster.plan
     unfold = cluster.unfolding()
@@ -468,7 +472,7 @@ def _wafer_records(cluster: Cluster, shift) -> tuple[list[KernelRecord], list[di
     return recs, paces
 
 
-def _memoryx_records(cluster: Cluster, shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
+def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
     """One record per optimizer job (update or accumulation), in start order; the last update takes the tail."""
     plan = cluster.plan
     unfold = cluster.unfolding()

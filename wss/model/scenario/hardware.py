@@ -41,6 +41,29 @@ __all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "Runt
            "HardwareConfig"]
 
 
+# The power figures of the wafer, MemoryX and SwarmX configs, stated once: what ``result/energy.py`` reads.
+
+
+def _power_busy(what: str, scope: str) -> Any:
+    """The ``power_busy_W`` field of a part: ``what`` draws it while busy; ``scope`` says what it covers."""
+    return bounded(
+        None,
+        within=POWER,
+        description=f"Electrical power of {what} while it is busy, in watts ({scope}). "
+        "None: not given, and the Result carries no energy.",
+    )
+
+
+def _power_idle(what: str) -> Any:
+    """The ``power_idle_W`` field of a part: ``what`` draws it while idle (unset: its busy figure)."""
+    return bounded(
+        None,
+        within=IDLE_POWER,
+        description=f"Electrical power of {what} while it is idle or waiting, in watts. "
+        "None: the same as power_busy_W (no source gives an idle figure).",
+    )
+
+
 class WaferConfig(Frozen):
     """One wafer-scale engine in its system (a CS-2 or CS-3)."""
 
@@ -91,18 +114,8 @@ class WaferConfig(Frozen):
         description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...).",
         within=EFFICIENCY,
     )
-    power_busy_W: Real | None = bounded(
-        None,
-        within=POWER,
-        description="Electrical power of one CS-X system while it is busy, in watts (the whole "
-        "system: wafer, power supplies, cooling, I/O). None: not given, and the Result carries no energy.",
-    )
-    power_idle_W: Real | None = bounded(
-        None,
-        within=IDLE_POWER,
-        description="Electrical power of one CS-X system while it is idle or waiting, in watts. "
-        "None: the same as power_busy_W (no source gives an idle figure).",
-    )
+    power_busy_W: Real | None = _power_busy("one CS-X system", "the whole system: wafer, power supplies, cooling, I/O")
+    power_idle_W: Real | None = _power_idle("one CS-X system")
 
     @property
     def cores(self) -> int:
@@ -150,18 +163,8 @@ class MemoryXConfig(Frozen):
         within=EFFICIENCY,
         description="Fraction of DRAM kept as the staging buffer for flash prefetch when the model spills to flash.",
     )
-    power_busy_W: Real | None = bounded(
-        None,
-        within=POWER,
-        description="Electrical power of one MemoryX node (shard) while it is busy, in watts "
-        "(per node, never the total). None: not given, and the Result carries no energy.",
-    )
-    power_idle_W: Real | None = bounded(
-        None,
-        within=IDLE_POWER,
-        description="Electrical power of one MemoryX node (shard) while it is idle or waiting, in watts. "
-        "None: the same as power_busy_W (no source gives an idle figure).",
-    )
+    power_busy_W: Real | None = _power_busy("one MemoryX node (shard)", "per node, never the total")
+    power_idle_W: Real | None = _power_idle("one MemoryX node (shard)")
 
     @property
     def dram_total_bytes(self) -> float:
@@ -191,18 +194,8 @@ class SwarmXConfig(Frozen):
         description="Buffer in front of each SwarmX link (a node's port, and the root's port toward MemoryX), "
         "bytes: how much of the stream can wait there (credit flow control).",
     )
-    power_busy_W: Real | None = bounded(
-        None,
-        within=POWER,
-        description="Electrical power of one SwarmX node while it is busy, in watts "
-        "(per node, never the total). None: not given, and the Result carries no energy.",
-    )
-    power_idle_W: Real | None = bounded(
-        None,
-        within=IDLE_POWER,
-        description="Electrical power of one SwarmX node while it is idle or waiting, in watts. "
-        "None: the same as power_busy_W (no source gives an idle figure).",
-    )
+    power_busy_W: Real | None = _power_busy("one SwarmX node", "per node, never the total")
+    power_idle_W: Real | None = _power_idle("one SwarmX node")
 
     def levels(self, wafers: int) -> int:
         """Depth of a balanced tree of this fan-out over ``wafers`` leaves (at least one node)."""

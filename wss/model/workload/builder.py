@@ -106,6 +106,9 @@ def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity,
                 ops += _head(layer, name, density, table.name if table else None, transform)
             elif isinstance(layer, Pooler):
                 ops += _pooler(layer, name, kernel_density(layer.sparsity, default_sparsity, None))
+            else:  # a kind added to the scenario's Layer union but not here: never drop its work silently
+                raise NotImplementedError(f"the workload builder has no rule for layer kind {layer.kind!r} "
+                                          f"({type(layer).__name__}, layer {name!r})")
     if not any(isinstance(layer, OutputHead) for layer in model.layers):
         ops = _close_with_loss(ops)
     return ops

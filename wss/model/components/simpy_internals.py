@@ -1,0 +1,160 @@
+"""Every piece of SimPy's private internals that wss uses, in one module: two fast paths.
+
+A wss run is dominated by SimPy events, most of them puts and gets on link buffers.  Two fast paths
+reach past SimPy's public API to save its generic machinery there:
+
+* :class:`FastStore`, a :class:`simpy.Store` whose ``put`` and ``get`` do the common case inline:
+  nobody waits ahead, so SimPy would try this event alone.  The event (a ``StorePut`` or
+  ``StoreGet``), its callbacks and the moment it is scheduled are the same as SimPy's.
+* :func:`run_until`, :meth:`simpy.Environment.run` with an event to run until, its
+  :meth:`~simpy.Environment.step` inlined in one loop with the queue and the pop bound to locals.
+  Events are processed in the same order (the same heap keyed by time, priority and the order they
+  were scheduled).
+
+So results are the same to the bit as with SimPy's own code path (tests/core/test_fast_paths.py runs
+whole scenarios both ways).  With SimPy's public API instead (``simpy.Store.put``/``get``,
+``simpy.Environment.run``), a 120T-parameter scenario on 192 wafers takes about a tenth more CPU.
+
+What this module relies on, as in SimPy 4.1.2 (pyproject.toml pins ``simpy>=4.1.2,<4.2``; a new SimPy
+must pass tests/core/test_simpy_internals.py, which pins each item, before the pin moves):
+
+* ``Environment._queue`` (a heap of ``(time, priority, event id, event)``), ``._now``, ``._eid``
+  (the counter of event ids) and ``._active_proc``;
+* ``Event.callbacks``, ``._ok``, ``._value`` (``simpy.events.PENDING`` until triggered) and ``._defused``;
+  the priorities ``simpy.events.NORMAL`` and ``EventPriority``;
+* ``StorePut``/``StoreGet`` events with ``env``, ``resource``, ``proc`` (and ``item``); a resource's
+  ``_env``, ``put_queue``, ``get_queue``, ``_trigger_put`` and ``_trigger_get``;
+* ``simpy.core.StopSimulation`` (and its ``callback``), ``EmptySchedule``, and the words of the
+  RuntimeError SimPy raises when events run out before the event run until
+  (:mod:`wss.model.sim.stall` recognises a deadlock by them);
+* ``step`` as in SimPy 4.1.2, which processes an event again, with the callbacks not yet run, when a
+  StopSimulation interrupted them.  SimPy 4.1.0 and 4.1.1 drop those callbacks, so their runs differ
+  from :func:`run_until`'s (the tests fail there): hence the lower bound 4.1.2.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+from typing import Any, NoReturn
+
+import simpy
+from simpy.core import EmptySchedule, StopSimulation
+from simpy.events import NORMAL, PENDING, EventPriority
+from simpy.resources.store import StoreGet, StorePut
+
+__all__ = ["FastStore", "run_until", "event_count"]
+
+
+class FastStore(simpy.Store):
+    """A :class:`simpy.Store` whose ``put`` and ``get`` skip SimPy's generic machinery when nobody waits ahead.
+
+    What fits is the subclass's to say: :meth:`_admit` stores an item if there is room and says whether it
+    did, :meth:`_take` removes the next item.  As defined here they are :class:`simpy.Store`'s (up to
+    ``capacity`` items, first in first out).
+    """
+
+    def _admit(self, item: Any) -> bool:
+        """Store ``item`` if there is room now; whether it was stored."""
+        if len(self.items) < self.capacity:
+            self.items.append(item)
+            return True
+        return False
+
+    def _take(self) -> Any:
+        """Remove and return the next item (there is one)."""
+        return self.items.pop(0)
+
+    def _do_put(self, event: StorePut) -> None:
+        if self._admit(event.item):
+            event.succeed()
+
+    def _do_get(self, event: StoreGet) -> None:
+        if self.items:
+            event.succeed(self._take())
+
+    def put(self, item: Any) -> StorePut:  # type: ignore[override]
+        """Put ``item``: the event succeeds once it fits (at once if it does now)."""
+        if self.put_queue:
+            return StorePut(self, item)
+        env = self._env
+        event = StorePut.__new__(StorePut)
+        event.env, event.item, event.resource, event.proc = env, item, self, env._active_proc
+        event.callbacks = [self._after_put]
+        if self._admit(item):
+            event._ok, event._value = True, None
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))  # env.schedule(event), inlined
+        else:
+            event._value = PENDING
+            self.put_queue.append(event)
+        return event
+
+    def get(self) -> StoreGet:
+        """Take the next item: the event succeeds with it once there is one (at once if there is)."""
+        if self.get_queue:
+            return StoreGet(self)
+        env = self._env
+        event = StoreGet.__new__(StoreGet)
+        event.env, event.resource, event.proc = env, self, env._active_proc
+        event.callbacks = [self._after_get]
+        if self.items:
+            event._ok, event._value = True, self._take()
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
+        else:
+            event._value = PENDING
+            self.get_queue.append(event)
+        return event
+
+    def _after_put(self, event: StorePut) -> None:
+        """A put's callback: let waiting gets try (SimPy's ``_trigger_get``, skipped when none waits)."""
+        if self.get_queue:
+            self._trigger_get(event)
+
+    def _after_get(self, event: StoreGet) -> None:
+        """A get's callback: let waiting puts try (SimPy's ``_trigger_put``, skipped when none waits)."""
+        if self.put_queue:
+            self._trigger_put(event)
+
+
+def run_until(env: simpy.Environment, until: simpy.Event) -> Any:
+    """``env.run(until=until)`` as :meth:`simpy.Environment.run` does it, stepping in one loop."""
+    if until.callbacks is None:  # already processed
+        return until.value
+    until.callbacks.append(StopSimulation.callback)
+    try:
+        _step_until_stopped(env)
+    except StopSimulation as exc:
+        return exc.args[0]  # == until.value
+    except EmptySchedule:
+        assert not until.triggered
+        raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}') from None
+
+
+def _step_until_stopped(env: simpy.Environment) -> NoReturn:
+    """:meth:`simpy.Environment.step` until an exception ends it, inlined."""
+    queue = env._queue
+    while True:
+        try:
+            env._now, _, _, event = heappop(queue)
+        except IndexError:
+            raise EmptySchedule from None
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:
+            # As SimPy does: keep the callbacks not yet run, and process the event again on resuming.
+            event.callbacks = callbacks[callbacks.index(callback) + 1 :]
+            env.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
+
+
+def event_count(env: simpy.Environment) -> int:
+    """Events scheduled so far: SimPy numbers every scheduled event with ``Environment._eid``."""
+    counter = getattr(env, "_eid", None)
+    if counter is None:
+        return 0
+    return next(counter)
