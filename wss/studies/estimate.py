@@ -81,12 +81,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from wss.model.machine.figures import TOKEN_ID_BYTES, chunks_buffered
+from wss.model.machine.figures import chunks_buffered, input_bytes_per_sample
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.optimizer_costs import job_seconds, job_traffic
+from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
+from wss.model.machine.swarmx_path import edge_Bps, swarmx_path
 from wss.model.plan import KernelPlan, Plan, make_plan
-from wss.model.plan.activation_store import store_extra_s, store_rates
-from wss.model.plan.micro_batching import block_input_widths
+from wss.model.plan.activation_store import offload_bytes_per_token, store_extra_s, store_rates
 from wss.model.result.results import BREAKDOWN_CATEGORIES, bound_category, pass_pacing
 from wss.model.scenario import PRECISION_BYTES, Scenario, load_scenario
 from wss.model.workload import WaferOp
@@ -176,10 +177,8 @@ class _Path:
     def of(cls, plan: Plan) -> _Path:
         s = plan.scenario
         hw = s.hardware
-        sx = hw.swarmx
-        depth = plan.tree_levels
-        edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
-        levels = tuple((f"swarmx.l{lv}", edge if lv == depth else sx.link_bandwidth_Bps) for lv in range(1, depth + 1))
+        tree = swarmx_path(hw)
+        levels = tuple((f"swarmx.l{lv}", bw) for lv, bw in enumerate(tree.level_Bps, start=1))
         rates = memoryx_rates(s)  # the shards' rates added up, each at the slowest shard's (faults.shards)
         net = rates.network_Bps
         return cls(
@@ -190,8 +189,8 @@ class _Path:
             flash_read_Bps=rates.flash_read_Bps,
             flash_write_Bps=rates.flash_write_Bps,
             opt_flops=rates.optimizer_flops,
-            hop_s=sx.hop_latency_s,
-            port_buffer_bytes=sx.port_buffer_bytes,
+            hop_s=tree.hop_latency_s,
+            port_buffer_bytes=tree.port_buffer_bytes,
             ingress_buffer_bytes=hw.wafer.ingress_buffer_bytes,
         )
 
@@ -466,10 +465,7 @@ class _Model:
         """Transfer time of one micro-batch's input to the wafer."""
         s = self.plan.scenario
         inp = s.hardware.inputs
-        if s.workload.model.input == "tokens":
-            per_sample = self.plan.tokens_per_sample * TOKEN_ID_BYTES
-        else:
-            per_sample = self.plan.kernels[0].kernel.in_features * PRECISION_BYTES[s.training.activation_precision]
+        per_sample = input_bytes_per_sample(s, self.plan.kernels[0].kernel.in_features)
         samples = self.plan.micro_batches[micro_batch]
         prepare = samples / inp.samples_per_s if inp.samples_per_s else 0.0
         return inp.latency_s + max(samples * per_sample / inp.bandwidth_Bps, prepare)
@@ -661,12 +657,10 @@ def _fixed_costs(plan: Plan) -> tuple[float, float]:
     In the simulator the stream runs ahead into the buffers while the wafer pays them, which this
     leaves out: where a fixed cost is large against a stream-bound pass, the estimate is pessimistic.
     """
-    rt = plan.scenario.hardware.runtime
     recomputing = plan.checkpointing in ("blocks", "offload")
     recomputed = sum(k.kernel.block is not None for k in plan.kernels) if recomputing else 0
-    kernel_passes = len(plan.micro_batches) * (2 * len(plan.kernels) + recomputed)
-    runtime = rt.step_overhead_s + len(plan.micro_batches) * rt.micro_batch_overhead_s
-    return kernel_passes * rt.kernel_switch_s, runtime
+    passes = weight_passes(len(plan.kernels), recomputed)
+    return fixed_costs_s(plan.scenario.hardware.runtime, len(plan.micro_batches), passes)
 
 
 def _offload_s(plan: Plan, passes_s: float, model: _Model) -> float:
@@ -680,9 +674,8 @@ def _offload_s(plan: Plan, passes_s: float, model: _Model) -> float:
     if plan.checkpointing != "offload":
         return 0.0
     s = plan.scenario
-    hw = s.hardware
-    edge = min(hw.swarmx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
-    per_token = sum(block_input_widths(plan.ops).values()) * PRECISION_BYTES[s.training.activation_precision]
+    edge = edge_Bps(s.hardware)
+    per_token = offload_bytes_per_token(s, plan.ops)
     retain = s.training.retain_output_layer
     down = sum(kp.stream_bytes * (2 + (kp.kernel.block is not None) - (retain and kp.kernel.is_output))
                for kp in plan.kernels)

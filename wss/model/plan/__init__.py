@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS
+from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan.activation_store import fit_store
 from wss.model.plan.choice import CandidateCost, PlanChoice
 from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
@@ -156,6 +157,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     chosen, choice = choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
     placement = inp.placement_for(chosen)
+    tree = swarmx_path(hw)
     plan = Plan(
         scenario=s,
         ops=ops,
@@ -175,8 +177,8 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         memoryx_flash_bytes=placement.flash_bytes,
         staging_bytes=placement.staging_bytes,
         memoryx_components=placement.component_bytes,
-        tree_levels=hw.swarmx.levels(hw.wafers),
-        nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
+        tree_levels=tree.depth,
+        nodes_per_level=list(tree.nodes_per_level),
         wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
         choice=choice,
     )

@@ -44,9 +44,11 @@ from typing import Any
 import numpy as np
 
 from wss.model.kernels.cycles import NnzProfile, kernel_cycles
-from wss.model.machine.figures import TOKEN_ID_BYTES, chunks_buffered
+from wss.model.machine.figures import chunks_buffered, input_bytes_per_sample
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.optimizer_costs import SCALAR_BYTES, OptimizerCost, StateTiers, job_seconds, job_traffic
+from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
+from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan.activation_store import StoreRates, offload_bytes_per_token, store_extra_s, store_rates
 from wss.model.plan.choice import CandidateCost, PlanChoice
 from wss.model.plan.formats import WeightStream
@@ -112,10 +114,9 @@ class Costing:
     ) -> Costing:
         hw, s = scenario.hardware, scenario
         sx = hw.swarmx
-        hop = sx.hop_latency_s
-        depth = sx.levels(hw.wafers)
-        edge = min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps)
-        levels = np.array([edge if lv == depth else sx.link_bandwidth_Bps for lv in range(1, depth + 1)])
+        tree = swarmx_path(hw)
+        hop, depth, edge = tree.hop_latency_s, tree.depth, tree.edge_Bps
+        levels = np.array(tree.level_Bps)
         rates = memoryx_rates(scenario)  # the shards' rates added up, each at the slowest shard's (faults.shards)
         dram, net = rates.dram_Bps, rates.network_Bps
         stream_b = np.array([st.stream_bytes for st in streams], dtype=float)
@@ -145,10 +146,7 @@ class Costing:
         owns = np.array([o == i for i, o in enumerate(placement.owners)])
         acc0, acc1, update, channel = _optimizer_terms(scenario, optimizer, nnz, read_b, owns, placement)
         fill = float(down[0, 0] + link[0].sum() + up[0].sum() + 2 * (depth + 1) * hop)
-        if s.workload.model.input == "tokens":
-            per_sample = s.seq_len * TOKEN_ID_BYTES
-        else:
-            per_sample = specs[0].in_features * PRECISION_BYTES[s.training.activation_precision]
+        per_sample = input_bytes_per_sample(s, specs[0].in_features)
         return cls(
             scenario=s,
             specs=tuple(specs),
@@ -240,9 +238,9 @@ class Costing:
 
     def fixed_s(self, micro_batches: int, blocks: bool) -> float:
         """The runtime's fixed costs of one step: a switch per weight-kernel pass, then per micro-batch and step."""
-        rt = self.scenario.hardware.runtime
-        passes = len(self.specs) + int(self.bwd_streamed.size) + (int(self.in_block.sum()) if blocks else 0)
-        return rt.step_overhead_s + micro_batches * (rt.micro_batch_overhead_s + passes * rt.kernel_switch_s)
+        passes = weight_passes(len(self.specs), int(self.in_block.sum()) if blocks else 0)
+        switches, runtime = fixed_costs_s(self.scenario.hardware.runtime, micro_batches, passes)
+        return runtime + switches
 
     def offload_s(self, tokens: int, busy_s: float, crossed_bytes: float, back: float) -> float:
         """What offloading a micro-batch's block inputs adds: their bytes cross the wafer's edge out (with the
