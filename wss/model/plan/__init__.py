@@ -108,12 +108,10 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
     candidates = micro_batch_candidates(s, ops, retained_weight_bytes(s, specs, streams), max(samples))
     placement = place_state(s, specs, nnz_profiles, opt)
-    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt, samples)
     single: Placement | None = place_state(s, specs, nnz_profiles, opt, accumulates=False)
-    if single is not None and single.component_tiers != placement.component_tiers:
-        costing = replace(costing, single=Costing.of(s, ops, specs, nnz_profiles, streams, single, opt, samples))
-    else:
+    if single is not None and single.component_tiers == placement.component_tiers:
         single = None
+    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt, samples, single)
     inputs = PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing, single)
     # Offload needs room in the activation store for a micro-batch's block inputs (after placement: in MemoryX
     # they share the DRAM the model state leaves).
