@@ -23,8 +23,9 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from bench_planner import fresh, median_s
 
 import wss
 from wss.model.plan import plan_inputs
@@ -40,24 +41,14 @@ CASES = {
 }
 
 
-def median_s(fn: Callable[[], object], repeats: int) -> float:
-    """Median wall seconds of ``fn()`` over ``repeats`` calls."""
-    walls = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - t)
-    return statistics.median(walls)
-
-
 def built(costing: Costing) -> list[StepModel]:
     """A fresh copy of the costing's models with their per-plan part built (nothing per candidate yet)."""
-    models = [m for m in (costing.model, costing.single) if m is not None]
-    fresh = [StepModel(m.scenario, m.ops, m.kernels, m.wafer_samples, m.jobs.optimizer) for m in models]
-    for m in fresh:
+    again = fresh(costing)
+    models = [m for m in (again.model, again.single) if m is not None]
+    for m in models:
         m.schedule(False)
         m.schedule(True)
-    return fresh
+    return models
 
 
 def evaluate_all(models: list[StepModel], candidates: list[Candidate]) -> None:
