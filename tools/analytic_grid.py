@@ -1,9 +1,9 @@
 """The planner's analytic level against the simulator on a grid of models x wafers x batches.
 
-For each point the planner ranks every candidate (checkpointing x micro-batch split) with its
-analytic step time (``wss.model.plan.search``); the simulator then runs the candidate it chose.
-The table gives both step times and the analytic level's error, and is what docs/fidelity.md
-quotes ("The planner's analytic level")::
+For each point the planner ranks every candidate (checkpointing x micro-batch split) with the
+analytic level (``wss.model.plan.analytic``, through ``wss.model.plan.search``); the simulator then
+runs the candidate it chose.  The table gives both step times and the analytic level's error, and is
+what docs/fidelity.md quotes ("A grid of models, wafers and batches")::
 
     python tools/analytic_grid.py            # the grid, as a Markdown table
     python tools/analytic_grid.py --quick    # a smaller grid (1 and 4 wafers)

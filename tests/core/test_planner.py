@@ -189,12 +189,14 @@ def _shipped_runs() -> list[tuple[str, dict]]:
 
 
 @pytest.mark.parametrize(("name", "overrides"), _shipped_runs(), ids=[n for n, _ in _shipped_runs()])
-def test_the_analytic_level_is_within_five_percent_of_the_simulator(name, overrides):
-    """The planner's closed form prices the plan it chose within 5% of what the simulator then measures
-    (docs/fidelity.md gives the errors, and a grid of models x wafers x batches from tools/analytic_grid.py)."""
+def test_the_analytic_level_is_within_three_percent_of_the_simulator(name, overrides):
+    """The analytic level prices the plan the planner chose within 3% of what the simulator then measures
+    (docs/fidelity.md gives the errors, and a grid of models x wafers x batches from tools/analytic_grid.py);
+    and the planner's price of its choice is what ``wss estimate`` reports: one model, two views."""
     s = wss.load_scenario(SCENARIOS / f"{name}.yaml", overrides)
     analytic = rank_candidates(s)[0].step_time_s
-    assert analytic == pytest.approx(wss.simulate(s).step_time_s, rel=0.05)
+    assert analytic == pytest.approx(wss.simulate(s).step_time_s, rel=0.03)
+    assert analytic == pytest.approx(wss.estimate(s).step_time_s, rel=1e-12)
 
 
 ISSUE_GRID = [(m, n) for m in ("cerebras-gpt-1.3b", "cerebras-gpt-6.7b", "cerebras-gpt-13b", "gpt3-175b")

@@ -68,18 +68,19 @@ def test_a_shard_at_f_of_every_rate_prices_every_memoryx_term_at_one_over_f():
         {"kind": "dense", "in_features": 1024, "out_features": 1024, "activation": "none"}] * 4},
         wafers=2, global_batch=8, optimizer="adamw", hardware=hw)
     f = 0.25
-    base = plan_inputs(wss.load_scenario(raw), None).costing
+    base = plan_inputs(wss.load_scenario(raw), None).costing.model
     slow = plan_inputs(wss.load_scenario(_shard(raw, dram_factor=f, flash_factor=f, network_factor=f,
-                                                optimizer_factor=f)), None).costing
-    assert float(base.flash_s[0].sum()) > 0 and float(base.flash_s[2].sum()) > 0  # flash work is priced
-    assert slow.stream_s == pytest.approx(base.stream_s / f, rel=1e-9)
-    assert slow.up_s == pytest.approx(base.up_s / f, rel=1e-9)
-    assert slow.acc_s == pytest.approx(tuple(x / f for x in base.acc_s), rel=1e-12)
-    assert slow.update_s == pytest.approx(base.update_s / f, rel=1e-12)
-    for a, b in ((slow.flash_s[0], base.flash_s[0]), (slow.flash_s[2], base.flash_s[2]),
-                 (slow.flash_s[3], base.flash_s[3])):
-        assert a == pytest.approx(b / f, rel=1e-12)
-    assert slow.flash_s[1] == pytest.approx(tuple(x / f for x in base.flash_s[1]), rel=1e-12)
+                                                optimizer_factor=f)), None).costing.model
+    flash = [m.schedule(False).flash_s for m in (base, slow)]
+    assert float(flash[0].sum()) > 0 and float(base.jobs.services("update", 1, 2)[1].sum()) > 0  # flash is priced
+    assert flash[1] == pytest.approx(flash[0] / f, rel=1e-12)
+    for a, b in zip(slow.ways, base.ways):
+        assert a.stream_s == pytest.approx(b.stream_s / f, rel=1e-9)
+        assert a.up_s == pytest.approx(b.up_s / f, rel=1e-9)
+    for kind, m in (("accumulate", 0), ("accumulate", 1), ("update", 1)):
+        for a, b in zip(slow.jobs.services(kind, m, 2), base.jobs.services(kind, m, 2)):
+            assert a == pytest.approx(b / f, rel=1e-12)
+    assert slow.jobs.accumulation_reads(1) == pytest.approx(base.jobs.accumulation_reads(1) / f, rel=1e-12)
 
 
 def test_under_a_node_down_auto_plans_the_larger_shards_on_the_wafers_still_reachable():

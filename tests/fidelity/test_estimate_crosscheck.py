@@ -1,6 +1,6 @@
 """The estimator against the simulator on every shipped scenario (docs/fidelity.md, cross-check).
 
-Each row must agree within 5%; where the documented difference is not ~0, the effect named in
+Each row must agree within 3%; where the documented difference is not ~0, the effect named in
 docs/fidelity.md is switched off and the two must then agree within 1%.
 """
 

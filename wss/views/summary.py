@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan import Plan
 from wss.model.plan.activation_store import offload_bytes
 from wss.model.scenario import HardwareConfig, Scenario
@@ -90,7 +91,7 @@ def _store_rate(hw: HardwareConfig) -> str:
         mx = hw.memoryx
         return (f"to MemoryX: its network, {si(mx.shards * mx.network_bandwidth_Bps, 'B/s')} each way for all "
                 f"{hw.wafers} wafers, shared with the weight stream and gradients, and its DRAM")
-    edge = f"the wafer's edge ({si(min(hw.wafer.io_bandwidth_Bps, hw.swarmx.link_bandwidth_Bps), 'B/s')}, shared " \
+    edge = f"the wafer's edge ({si(edge_Bps(hw), 'B/s')}, shared " \
            "with weights and gradients)"
     if store.bandwidth_Bps is None:
         return f"to each wafer's hosts, as fast as {edge}: the store's own rate is not limited (an assumption)"

@@ -7,8 +7,12 @@ analytic level predicts the step with them, so all three read one definition of 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
-__all__ = ["TOKEN_ID_BYTES", "MIN_CHUNKS_BUFFERED", "chunks_buffered"]
+from wss.model.scenario import PRECISION_BYTES, Scenario
+
+__all__ = ["TOKEN_ID_BYTES", "MIN_CHUNKS_BUFFERED", "chunks_buffered", "input_bytes_per_sample",
+           "block_input_bytes_per_token"]
 
 #: Bytes of one token id on the input path: an int32.
 TOKEN_ID_BYTES = 4
@@ -23,3 +27,18 @@ MIN_CHUNKS_BUFFERED = 2
 def chunks_buffered(capacity_bytes: int, chunk_bytes: float) -> int:
     """Chunks of ``chunk_bytes`` a buffer of ``capacity_bytes`` (a link's :class:`ByteStore`) holds."""
     return max(MIN_CHUNKS_BUFFERED, capacity_bytes // max(1, math.ceil(chunk_bytes)))
+
+
+def input_bytes_per_sample(scenario: Scenario, first_in_features: int) -> float:
+    """Bytes of one sample's input on the input path: its token ids, or (a feature model) the first kernel's
+    ``first_in_features`` values in the activation precision."""
+    if scenario.workload.model.input == "tokens":
+        return float(scenario.seq_len * TOKEN_ID_BYTES)
+    return float(first_in_features * PRECISION_BYTES[scenario.training.activation_precision])
+
+
+def block_input_bytes_per_token(scenario: Scenario, widths: Mapping[int, int]) -> dict[int, float]:
+    """Each block's input, bytes per token (block -> bytes), from its width in features per token: what
+    activation offload sends out of the wafer and reads back, in the activation precision."""
+    act_b = PRECISION_BYTES[scenario.training.activation_precision]
+    return {block: float(width * act_b) for block, width in widths.items()}

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS
+from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan.activation_store import fit_store
 from wss.model.plan.choice import CandidateCost, PlanChoice
 from wss.model.plan.formats import CONTROL_BYTES as CONTROL_BYTES
@@ -107,12 +108,10 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     streams = weight_streams(specs, nnz_profiles, PRECISION_BYTES[s.training.weight_precision])
     candidates = micro_batch_candidates(s, ops, retained_weight_bytes(s, specs, streams), max(samples))
     placement = place_state(s, specs, nnz_profiles, opt)
-    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt, samples)
     single: Placement | None = place_state(s, specs, nnz_profiles, opt, accumulates=False)
-    if single is not None and single.component_tiers != placement.component_tiers:
-        costing = replace(costing, single=Costing.of(s, ops, specs, nnz_profiles, streams, single, opt, samples))
-    else:
+    if single is not None and single.component_tiers == placement.component_tiers:
         single = None
+    costing = Costing.of(s, ops, specs, nnz_profiles, streams, placement, opt, samples, single)
     inputs = PlanInputs(ops, specs, nnz_profiles, streams, samples, candidates, placement, costing, single)
     # Offload needs room in the activation store for a micro-batch's block inputs (after placement: in MemoryX
     # they share the DRAM the model state leaves).
@@ -156,6 +155,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     chosen, choice = choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
     placement = inp.placement_for(chosen)
+    tree = swarmx_path(hw)
     plan = Plan(
         scenario=s,
         ops=ops,
@@ -175,8 +175,8 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         memoryx_flash_bytes=placement.flash_bytes,
         staging_bytes=placement.staging_bytes,
         memoryx_components=placement.component_bytes,
-        tree_levels=hw.swarmx.levels(hw.wafers),
-        nodes_per_level=hw.swarmx.nodes_per_level(hw.wafers),
+        tree_levels=tree.depth,
+        nodes_per_level=list(tree.nodes_per_level),
         wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
         choice=choice,
     )

@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.plan.micro_batching import Candidate, block_input_widths, split_evenly
 from wss.model.plan.placement import Placement
 from wss.model.plan.problems import fmt_bytes, infeasible
-from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.scenario import Scenario
 from wss.model.workload import Op
 
 __all__ = ["StoreRates", "store_rates", "store_extra_s", "offload_bytes_per_token", "store_room", "fit_store",
@@ -84,7 +85,7 @@ def store_extra_s(rates: StoreRates, act_bytes: float, busy_s: float, back: floa
 
 def offload_bytes_per_token(scenario: Scenario, ops: list[Op]) -> float:
     """Every block's input, bytes per token: what offload sends out and reads back per token."""
-    return float(sum(block_input_widths(ops).values()) * PRECISION_BYTES[scenario.training.activation_precision])
+    return float(sum(block_input_bytes_per_token(scenario, block_input_widths(ops)).values()))
 
 
 def offload_bytes(scenario: Scenario, ops: list[Op], wafer_samples: Sequence[int],

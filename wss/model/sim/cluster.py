@@ -46,9 +46,10 @@ from wss.model.folding.layer_fold import (
     unfold_layers,
 )
 from wss.model.folding.step_fold import StepsFold, Unfolding, analyse_steps
-from wss.model.machine.figures import TOKEN_ID_BYTES
+from wss.model.machine.figures import block_input_bytes_per_token, input_bytes_per_sample
 from wss.model.machine.flash_tails import flash_rng, read_factors
 from wss.model.machine.memoryx_rates import memoryx_rates
+from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.micro_batching import block_input_widths
 from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
@@ -210,30 +211,24 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
 
 def swarmx_settings(plan: Plan) -> SwarmXSettings:
     """The tree for the scenario's wafers; its edges into the wafers run at most at a wafer's I/O rate."""
-    hw = plan.scenario.hardware
-    sx = hw.swarmx
+    path = swarmx_path(plan.scenario.hardware)
     return SwarmXSettings(
-        levels=sx.levels(hw.wafers),
-        nodes_per_level=tuple(sx.nodes_per_level(hw.wafers)),
-        link_bandwidth_Bps=sx.link_bandwidth_Bps,
-        leaf_bandwidth_Bps=min(sx.link_bandwidth_Bps, hw.wafer.io_bandwidth_Bps),
-        hop_latency_s=sx.hop_latency_s,
-        port_buffer_bytes=sx.port_buffer_bytes,
+        levels=path.depth,
+        nodes_per_level=path.nodes_per_level,
+        link_bandwidth_Bps=path.link_Bps,
+        leaf_bandwidth_Bps=path.edge_Bps,
+        hop_latency_s=path.hop_latency_s,
+        port_buffer_bytes=path.port_buffer_bytes,
     )
 
 
 def input_settings(plan: Plan) -> InputSettings:
     """The input workers of the busiest wafer: token ids, or feature vectors in the activation precision."""
     s = plan.scenario
-    if s.workload.model.input == "tokens":
-        bytes_per_sample = float(plan.tokens_per_sample * TOKEN_ID_BYTES)
-    else:
-        first = plan.kernels[0].kernel
-        bytes_per_sample = float(first.in_features * PRECISION_BYTES[s.training.activation_precision])
     return InputSettings(
         bandwidth_Bps=s.hardware.inputs.bandwidth_Bps,
         latency_s=s.hardware.inputs.latency_s,
-        bytes_per_sample=bytes_per_sample,
+        bytes_per_sample=input_bytes_per_sample(s, plan.kernels[0].kernel.in_features),
         micro_batch_samples=tuple(plan.micro_batches),
         simulated_micro_batches=tuple(plan.simulated_micro_batches),
         steps=plan.simulated_steps,
@@ -271,13 +266,12 @@ def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
     """With activation offload: the op position starting each block -> its input's bytes per token."""
     if plan.checkpointing != "offload":
         return {}
-    act_b = PRECISION_BYTES[plan.scenario.training.activation_precision]
-    widths = block_input_widths(plan.ops)
+    per_token = block_input_bytes_per_token(plan.scenario, block_input_widths(plan.ops))
     starts: dict[int, int] = {}
     for pos, op in enumerate(plan.ops):
         if op.block is not None:
             starts.setdefault(op.block, pos)
-    return {pos: float(widths[b] * act_b) for b, pos in starts.items() if b in widths}
+    return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
 
 
 def activation_store_settings(plan: Plan, program: list[Pass], wafer: WaferSettings,

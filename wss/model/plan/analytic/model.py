@@ -1,0 +1,125 @@
+"""The analytic level of one plan: what does not depend on the candidate, built once; one step, per candidate.
+
+:class:`StepModel` holds the plan's size-free figures (the way of every kernel, the pass schedules with and
+without recompute, the optimizer's jobs) and, per micro-batch size, the passes' seconds and the sweeps made
+so far, which every candidate with that size shares.  :meth:`StepModel.evaluate` times one step of a
+candidate (micro-batches and checkpointing) in the terms of :mod:`wss.model.plan.analytic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wss.model.kernels.cycles import kernel_cycles
+from wss.model.machine.optimizer_costs import OptimizerCost
+from wss.model.plan.activation_store import offload_bytes_per_token
+from wss.model.plan.analytic.optimizer import Jobs
+from wss.model.plan.analytic.path import Path, Way
+from wss.model.plan.analytic.schedule import Schedule, schedule
+from wss.model.plan.analytic.step import StepEstimate, evaluate
+from wss.model.plan.analytic.sweep import Sweeper, columns
+from wss.model.plan.types import KernelPlan, Plan
+from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.workload import Op, WaferOp
+
+__all__ = ["StepModel"]
+
+class StepModel:
+    """The analytic level's figures for one plan's kernels (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, ops: Sequence[Op], kernels: Sequence[KernelPlan],
+                 wafer_samples: Sequence[int], optimizer: OptimizerCost):
+        self.scenario = scenario
+        self.ops = list(ops)
+        self.kernels = list(kernels)
+        self.wafer_samples = list(wafer_samples)
+        self.path = Path.of(scenario)
+        ways: dict[tuple[float, float, float, int], Way] = {}
+        self.ways = [ways.setdefault((k.stream_bytes, k.read_bytes, k.grad_bytes, k.n_chunks), self.path.way(k))
+                     for k in self.kernels]
+        self.stream_bytes = sum(k.stream_bytes for k in self.kernels)  # one copy of the weights, one wafer
+        self.grad_bytes = sum(k.grad_bytes for k in self.kernels)  # one backward pass's gradients, one wafer
+        self.recomputed = sum(k.kernel.block is not None for k in self.kernels)  # kernels in blocks
+        self.offload_bytes_per_token = offload_bytes_per_token(scenario, self.ops)
+        self.jobs = Jobs(self.kernels, optimizer, self.path,
+                         float(PRECISION_BYTES[scenario.training.gradient_precision]))
+        wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
+        self._op_flops = np.zeros(len(self.ops))
+        self._op_backward = np.zeros(len(self.ops))
+        for pos, op in wafer_ops:
+            self._op_flops[pos], self._op_backward[pos] = op.flops_per_token, op.backward_factor
+        self._cycle_classes: list[int] = []  # a kernel of each class
+        self._cycle_class: list[int] = []  # each kernel's class
+        self._schedules: dict[bool, Schedule] = {}
+        self._columns: dict[bool, list[list[Any]]] = {}
+        self._sweepers: dict[tuple[bool, int], Sweeper] = {}
+        # Kernels of one kind and profile (or dense shape) have the same cycles: each class is costed once.
+        classes: dict[Any, int] = {}
+        for kp in self.kernels:
+            p = kp.profile
+            dense = p.col_counts is None and p.row_counts is None
+            key = (kp.kernel.kind, p.out_features, p.in_features, p.nnz) if dense else (kp.kernel.kind, id(p))
+            if key not in classes:
+                classes[key] = len(classes)
+                self._cycle_classes.append(kp.index)
+            self._cycle_class.append(classes[key])
+        self._kernel_s: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @classmethod
+    def of_plan(cls, plan: Plan) -> StepModel:
+        """The model of a finished plan (its kernels carry their cycles at the plan's micro-batch sizes)."""
+        return cls(plan.scenario, plan.ops, plan.kernels, plan.wafer_samples, plan.optimizer)
+
+    def schedule(self, recompute: bool) -> Schedule:
+        if recompute not in self._schedules:
+            self._schedules[recompute] = schedule(self.ops, self.kernels, self.ways, self.path, recompute,
+                                                  self.scenario.training.retain_output_layer)
+        return self._schedules[recompute]
+
+    def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
+        if tokens not in self._kernel_s:
+            wafer = self.scenario.hardware.wafer
+            cycles = []
+            for k in self._cycle_classes:
+                kp = self.kernels[k]
+                c = kp.cycles[tokens] if tokens in kp.cycles else kernel_cycles(kp.kernel.kind, kp.profile, tokens,
+                                                                                 wafer)
+                cycles.append((c.forward, c.backward))
+            both = np.array(cycles, dtype=float)[self._cycle_class]
+            self._kernel_s[tokens] = (both[:, 0] / wafer.clock_Hz, both[:, 1] / wafer.clock_Hz)
+        return self._kernel_s[tokens]
+
+    def pass_seconds(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every pass's compute ``C`` at ``tokens`` tokens, and ``C`` paced by the intake's credits: the wafer
+        starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks."""
+        sched = self.schedule(recompute)
+        kf, kb = self.kernel_seconds(tokens)
+        wafer = self.scenario.hardware.wafer
+        rate = wafer.peak_flops * wafer.nonweight_efficiency
+        f = self._op_flops * tokens
+        backward = sched.phase == 2
+        k = np.maximum(sched.kernel, 0)
+        on_kernel = np.where(backward, kb[k], kf[k])
+        on_op = np.where(backward, (f * self._op_backward / rate)[sched.pos], (f / rate)[sched.pos])
+        c = np.where(sched.kernel >= 0, on_kernel, on_op)
+        n = np.maximum(sched.chunks, 1)
+        credit = n * (self.path.hop_s + c / n) / (sched.slots_in + 1)
+        return c, np.where(sched.chunks > 0, np.maximum(c, credit), c)
+
+    def sweeper(self, recompute: bool, tokens: int) -> Sweeper:
+        """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size)."""
+        key = (recompute, tokens)
+        if key not in self._sweepers:
+            if recompute not in self._columns:
+                self._columns[recompute] = columns(self.schedule(recompute))
+            self._sweepers[key] = Sweeper(self.schedule(recompute), self._columns[recompute],
+                                          *self.pass_seconds(recompute, tokens))
+        return self._sweepers[key]
+
+    def evaluate(self, micro_batches: Sequence[int], checkpointing: str) -> StepEstimate:
+        """One mean step of the candidate (see :mod:`wss.model.plan.analytic`)."""
+        return evaluate(self, tuple(micro_batches), checkpointing)

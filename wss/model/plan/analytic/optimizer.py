@@ -1,0 +1,94 @@
+"""MemoryX's optimizer in closed form: each job's service time, and one FIFO server taking them in arrival order.
+
+An update moves the optimizer's state scalars (and the fp32 gradient accumulator when there are
+micro-batches); an accumulation adds one micro-batch's gradient into that accumulator; both read the incoming
+summed gradient from DRAM.  Each state component moves at its own tier, and the job's DRAM traffic, flash
+read-then-write and FLOPs run side by side (the optimizer's own closed form,
+:func:`~wss.model.machine.optimizer_costs.job_seconds`).  The DRAM it shares with the stream and the gradient
+intake is priced at its full rate, as if the job had it alone.
+
+A FIFO server free at ``f`` that gets jobs ``(a_j, s_j)`` is free again at
+``max(f, max_j (a_j - s_1 - ... - s_{j-1})) + sum_j s_j``: one line per micro-batch (:func:`fifo`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from wss.model.machine.optimizer_costs import OptimizerCost, job_seconds, job_traffic
+from wss.model.plan.analytic.path import Path
+from wss.model.plan.types import KernelPlan
+
+__all__ = ["Jobs", "fifo"]
+
+
+class Jobs:
+    """Every kernel's optimizer jobs, priced once per kind and per class of kernels with equal state."""
+
+    def __init__(self, kernels: Sequence[KernelPlan], optimizer: OptimizerCost, path: Path, incoming_bytes: float):
+        self.kernels = kernels
+        self.optimizer = optimizer
+        self.path = path
+        self.incoming = incoming_bytes  # gradient bytes per parameter
+        tied = {k.state_owner for k in kernels if not k.owns_state}
+        classes: dict[tuple, int] = {}
+        self.class_of = np.array([classes.setdefault((k.nnz, k.state_tiers, k.index in tied, k.owns_state),
+                                                     len(classes)) for k in kernels], dtype=np.int64)
+        self.classes = list(classes)
+        self._arrays: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._reads: dict[int, float] = {}
+        self._after: dict[tuple[int, bool], tuple[float, float]] = {}
+
+    def _job(self, cls: tuple, kind: str, micro_batch: int, micro_batches: int) -> tuple[float, float]:
+        """Service time of one job (update or accumulation) of a kernel of class ``cls`` and its flash seconds."""
+        nnz, tiers, shares, _ = cls
+        accumulated = kind == "update" and (micro_batches > 1 or shares)
+        first = micro_batch == 0 and not shares
+        t = job_traffic(self.optimizer, kind, nnz, tiers, first=first, accumulated=accumulated,
+                        incoming_bytes=nnz * self.incoming)
+        p = self.path
+        return job_seconds(t, p.dram_Bps, p.flash_read_Bps, p.flash_write_Bps, p.opt_flops)
+
+    def services(self, kind: str, micro_batch: int, micro_batches: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per kernel: (service, flash seconds) of its job of ``kind`` (a tied kernel's update accumulates into its
+        owner's accumulator instead) in micro-batch ``micro_batch`` of ``micro_batches``."""
+        key = (kind, min(micro_batch, 1), micro_batches > 1)
+        if key not in self._arrays:
+            jobs = [self._job(c, kind if c[3] else "accumulate", micro_batch, micro_batches) for c in self.classes]
+            service, flash = np.array([j[0] for j in jobs]), np.array([j[1] for j in jobs])
+            self._arrays[key] = (service[self.class_of], flash[self.class_of])
+        return self._arrays[key]
+
+    def accumulation_reads(self, micro_batch: int) -> float:
+        """Flash-channel seconds of every kernel's accumulation in one micro-batch (first, or a later one)."""
+        m = min(micro_batch, 1)
+        if m not in self._reads:
+            reads = [self._job(c, "accumulate", m, 2)[1] for c in self.classes]
+            self._reads[m] = float(np.array(reads)[self.class_of].sum())
+        return self._reads[m]
+
+    def after_channel(self, order: np.ndarray, micro_batches: int) -> tuple[float, float]:
+        """The updates' flash reads, and the optimizer's work left after the channel's last read (the last
+        flash-resident update's writes and the DRAM-resident updates queued behind it), for updates in ``order``."""
+        key = (id(order), micro_batches > 1)
+        if key not in self._after:
+            service, read = self.services("update", micro_batches - 1, micro_batches)
+            reads = after = 0.0
+            for k in order.tolist():
+                if not self.kernels[k].owns_state:
+                    continue
+                reads += float(read[k])
+                after = float(service[k] - read[k]) if read[k] else after + float(service[k])
+            self._after[key] = (reads, after)
+        return self._after[key]
+
+
+def fifo(arrivals: np.ndarray, services: np.ndarray) -> tuple[float, float, float]:
+    """Jobs taken in arrival order (ties in the given order): (max_j a_j - sum_{i<j} s_i, sum s, last arrival)."""
+    order = np.argsort(arrivals, kind="stable")
+    a, s = arrivals[order], services[order]
+    done = np.cumsum(s)
+    before = np.concatenate(([0.0], done[:-1]))
+    return float((a - before).max()), float(done[-1]), float(a[-1])

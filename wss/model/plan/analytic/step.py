@@ -1,0 +1,286 @@
+"""One candidate's step: its micro-batches swept in turn, the optimizer's queue, the flash channel, the run's
+first step and the later ones, averaged as the simulator averages them.
+
+Per step: the **fill** (the step's first chunk across every stage), the **drain** (the first kernel's last
+gradient chunk up), the **update** of the first kernel, which arrives last and ends the step, and whatever
+of the optimizer's queue is still ahead of it; the **flash** channel's work where it outlasts the step;
+the **input** waits (inputs are double-buffered: micro-batch ``m``'s transfer starts as the wafer starts
+``m - 1``); the runtime's fixed costs in series; and, with activation offload, what the block inputs add.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from wss.model.machine.figures import input_bytes_per_sample
+from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
+from wss.model.machine.swarmx_path import edge_Bps
+from wss.model.plan.activation_store import store_extra_s, store_rates
+from wss.model.plan.analytic.optimizer import fifo
+from wss.model.plan.analytic.sweep import Sweep, Sweeper
+from wss.model.plan.pacing import BREAKDOWN_CATEGORIES
+
+if TYPE_CHECKING:
+    from wss.model.plan.analytic.model import StepModel
+
+__all__ = ["StepEstimate", "evaluate", "TERMS", "RECOMPUTING"]
+
+#: The additive terms of one step (``StepEstimate.terms``), in the order they are reported.
+TERMS = ("passes", "fill", "drain", "update", "optimizer_tail", "flash_excess", "input", "switch", "runtime",
+         "offload")
+
+#: Checkpointing modes that recompute every block before its backward pass.
+RECOMPUTING = ("blocks", "offload")
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One candidate's mean step, as the analytic level times it."""
+
+    step_time_s: float
+    terms: dict[str, float]  # the additive terms (TERMS), summing to the step
+    breakdown: dict[str, float]  # BREAKDOWN_CATEGORIES, summing to the step
+    pacing: dict[str, float]  # BREAKDOWN_CATEGORIES by what paced them (pass_pacing for the passes)
+    passes_paced: tuple[float, float, float]  # the passes' seconds per step paced by compute, the stream, flash
+    bottleneck: str  # the slowest stage on the first kernel's way down
+    buffered_chunks: int  # chunks the buffers hold past it
+    weight_crossings: float  # full copies of the weights streamed into a wafer per step
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The additive terms of one step."""
+
+    passes: float
+    compute: float
+    flash_wait: float
+    channel: float  # flash-channel seconds of the step (prefetch and the optimizer's flash reads)
+    after_channel: float  # optimizer work left after the channel's last read
+    drain: float
+    update: float
+    queue: float
+    input_wait: float  # waits for the inputs of micro-batches after the first
+    last_micro_batch: float  # the wafer's time on the last micro-batch (its input wait included)
+    paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
+
+
+class _Candidate:
+    """One candidate's micro-batches on the model's shared sweeps."""
+
+    def __init__(self, model: StepModel, micro_batches: tuple[int, ...], checkpointing: str):
+        self.model = model
+        self.micro_batches = micro_batches
+        self.recompute = checkpointing in RECOMPUTING
+        self.sched = model.schedule(self.recompute)
+        s = model.scenario
+        self.tokens_per_sample = s.seq_len
+        self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
+        self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
+
+    def sweeper(self, m: int) -> Sweeper:
+        return self.model.sweeper(self.recompute, self.micro_batches[m] * self.tokens_per_sample)
+
+    def input_s(self, m: int) -> float:
+        """Transfer time of one micro-batch's input to the wafer."""
+        inp = self.model.scenario.hardware.inputs
+        samples = self.micro_batches[m]
+        prepare = samples / inp.samples_per_s if inp.samples_per_s else 0.0
+        return inp.latency_s + max(samples * self.per_sample / inp.bandwidth_Bps, prepare)
+
+    def runs(self, lead: float) -> tuple[list[Sweep], list[float]]:
+        """Each micro-batch's sweep, and its wait for input, for a step starting with ``lead``."""
+        lag = 0.0
+        runs: list[Sweep] = []
+        waits: list[float] = []
+        for m in range(len(self.micro_batches)):
+            sweeper = self.sweeper(m)
+            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1.
+            wait = max(0.0, self.input_s(m) - runs[-1].duration) if m else 0.0
+            if wait:  # the stream runs ahead and the gradients drain while the wafer waits
+                lead, lag = min(sweeper.first_cap, lead + wait), max(0.0, lag - wait)
+            waits.append(wait)
+            sw = sweeper.sweep(lead, lag)
+            runs.append(sw)
+            # Identical micro-batches settle on one lead and lag: snap to them so the rest repeat.
+            tol = 1e-12 * sw.duration
+            lead = lead if abs(sw.lead_out - lead) <= tol else sw.lead_out
+            lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
+        return runs, waits
+
+    def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float]:
+        """The step's drain, the first kernel's own update and the optimizer's queue ahead of it.
+
+        Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
+        optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
+        queue); the first kernel's update, the last job, ends the step.
+        """
+        jobs, n_mb = self.model.jobs, len(self.micro_batches)
+        order = self.sched.backward_kernels
+        start = free = arrival = 0.0
+        for m, sw in enumerate(runs):
+            start += waits[m]
+            kind, index = ("update", n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
+            key = (id(sw), kind, index)
+            if key not in self._fifo:
+                self._fifo[key] = fifo(sw.arrivals, jobs.services(kind, index, n_mb)[0][order])
+            lead_in, total, last = self._fifo[key]
+            free = max(free, start + lead_in) + total
+            arrival = start + last
+            start += sw.duration
+        own = float(jobs.services("update", n_mb - 1, n_mb)[0][0])
+        drain = arrival - start
+        queue = free - arrival - own
+        queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
+        return drain, own, queue
+
+    def step(self, lead: float) -> _Step:
+        """One step whose first pass finds ``lead`` seconds of its stream already done."""
+        n_mb = len(self.micro_batches)
+        jobs = self.model.jobs
+        runs, waits = self.runs(lead)
+        passes = sum(sw.duration for sw in runs)
+        compute = sum(sw.compute for sw in runs)
+        # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
+        channel = sum(sw.flash for sw in runs)
+        acc_read = [jobs.accumulation_reads(m) for m in (0, 1)]
+        channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
+        drain, own, queue = self.optimizer(runs, waits)
+        # After the channel's last read (the last flash-resident update), the optimizer still writes
+        # that kernel and updates the DRAM-resident kernels queued behind it.
+        reads, after = jobs.after_channel(self.sched.backward_kernels, n_mb)
+        channel += reads
+        flash_wait = sum(sw.flash_wait for sw in runs)
+        last = waits[-1] + runs[-1].duration
+        paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
+                 math.fsum(sw.paced[2] for sw in runs))
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), last, paced)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The run's first step and every later one, and the waits at their starts."""
+
+    opening: _Step
+    later: _Step
+    input_wait: float  # the first input's transfer (the run's first micro-batch waits for all of it)
+    late_input: float  # how long a later step's first micro-batch waits for its input
+    fill_open: float  # the part of the first step's fill not hidden under its input wait
+    fill: float  # a later step's fill
+
+
+def _run(cand: _Candidate, n_steps: int) -> _Run:
+    """The opening step and a later one.
+
+    The run's first micro-batch waits for its input while the stream starts: the fill hides
+    under the wait and the stream gets a head start (as far as the buffers allow).  Later
+    steps' first inputs arrive during the previous step.
+    """
+    way = cand.model.ways[0]
+    input_wait = cand.input_s(0)
+    cap = cand.sweeper(0).first_cap
+    opening = cand.step(min(max(0.0, input_wait - way.fill_s), cap))
+    later = cand.step(0.0) if n_steps > 1 else opening
+    # A later step's first input was sent as the wafer began the previous step's last micro-batch;
+    # the wafer waits for it if it takes longer than that micro-batch and the iteration boundary.
+    boundary = later.drain + later.update + later.queue + way.fill_s
+    late_input = max(0.0, input_wait - later.last_micro_batch - boundary) if n_steps > 1 else 0.0
+    if late_input:
+        later = cand.step(min(late_input, cap))
+    return _Run(opening, later, input_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
+
+
+def _flash_excess(st: _Step, start: float) -> float:
+    """How far the flash channel's work (and the updates left after it) outlasts a step starting at ``start``."""
+    rest = start + st.input_wait + st.passes + st.drain + st.update + st.queue
+    return max(0.0, st.channel + st.after_channel - rest)
+
+
+def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """The mean step's terms (TERMS), breakdown and pacing (BREAKDOWN_CATEGORIES), over ``n_steps`` steps."""
+    opening, later = run.opening, run.later
+
+    def mean(first_step: float, other: float) -> float:
+        return (first_step + (n_steps - 1) * other) / n_steps
+
+    passes = mean(opening.passes, later.passes)
+    compute = mean(opening.compute, later.compute)
+    flash_wait = mean(opening.flash_wait, later.flash_wait)
+    fill = mean(run.fill_open, run.fill)
+    drain = mean(opening.drain, later.drain)
+    update = mean(opening.update, later.update)
+    queue = mean(opening.queue, later.queue)
+    flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
+    input_s = mean(run.input_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
+    terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
+             "flash_excess": flash, "input": input_s}
+    breakdown = {
+        "compute": compute,
+        "stream": passes - compute - flash_wait,
+        "flash": flash_wait + flash,
+        "optimizer": queue,
+        "bubble": fill + drain + update,
+        "input": input_s,
+    }
+    pacing = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
+    for i, c in enumerate(("compute", "stream", "flash")):
+        pacing[c] = mean(opening.paced[i], later.paced[i])
+    for c in ("flash", "optimizer", "bubble", "input"):  # the terms outside the passes pace themselves
+        pacing[c] += breakdown[c] - (flash_wait if c == "flash" else 0.0)
+    return terms, breakdown, pacing
+
+
+def _offload_s(cand: _Candidate, passes_s: float) -> float:
+    """With activation offload: what the block inputs add to a step, out and back over the wafer's edge.
+
+    Each micro-batch's block inputs cross the leaf edge out (beside the gradients) and back (beside the
+    weights) in whatever time those have to spare; the rest adds.  A store slower than that
+    (``hardware.activation_store``) adds what its own closed form says, where it is the larger
+    (:func:`~wss.model.plan.activation_store.store_extra_s`).
+    """
+    model = cand.model
+    s = model.scenario
+    edge = edge_Bps(s.hardware)
+    per_token = model.offload_bytes_per_token
+    down, up = cand.sched.streamed_bytes, model.grad_bytes
+    busy = passes_s / len(cand.micro_batches)
+    store = store_rates(s, model.wafer_samples)
+    out = 0.0
+    for m, samples in enumerate(cand.micro_batches):
+        tokens = samples * cand.tokens_per_sample
+        act = tokens * per_token / edge
+        extra = max(0.0, act - max(0.0, busy - down / edge), act - max(0.0, busy - up / edge))
+        if store is not None:
+            extra = max(extra, store_extra_s(store, tokens * per_token, busy, cand.sweeper(m).backward_share, down))
+        out += extra
+    return out
+
+
+def evaluate(model: StepModel, micro_batches: tuple[int, ...], checkpointing: str) -> StepEstimate:
+    """One mean step of the candidate: terms, breakdown and pacing, each summing to the step."""
+    s = model.scenario
+    n_steps = s.training.steps
+    cand = _Candidate(model, micro_batches, checkpointing)
+    run = _run(cand, n_steps)
+    terms, breakdown, pacing = _per_step(run, n_steps)
+    recomputed = model.recomputed if cand.recompute else 0
+    switch, runtime = fixed_costs_s(s.hardware.runtime, len(micro_batches), weight_passes(len(model.kernels),
+                                                                                           recomputed))
+    offload = _offload_s(cand, terms["passes"]) if checkpointing == "offload" else 0.0
+    for part in (terms, breakdown, pacing):
+        part["switch"], part["runtime"], part["offload"] = switch, runtime, offload
+    step = sum(terms.values())
+    passes_paced = tuple((a + (n_steps - 1) * b) / n_steps for a, b in zip(run.opening.paced, run.later.paced))
+    total_bytes = model.stream_bytes
+    way = model.ways[0]
+    return StepEstimate(
+        step_time_s=step,
+        terms=terms,
+        breakdown=breakdown,
+        pacing=pacing,
+        passes_paced=(passes_paced[0], passes_paced[1], passes_paced[2]),
+        bottleneck=way.bottleneck,
+        buffered_chunks=way.slots_down,
+        weight_crossings=cand.sched.streamed_bytes * len(micro_batches) / total_bytes if total_bytes else 0.0,
+    )
