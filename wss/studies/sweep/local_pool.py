@@ -53,7 +53,8 @@ def check_main_is_guarded() -> None:
     the sweep again, in every worker, which fails each worker (two tracebacks per worker and every point
     "failed").  Say so in one line before any worker starts.  The call is found on the stack as the frame
     running the top level of ``__main__``; the guard is looked for in the script's source around its line.
-    Interactive sessions and notebooks (no script file) and calls under the guard pass.
+    Interactive sessions and notebooks (no script file), ``python -m package`` (whose ``__main__`` the
+    workers do not import, as multiprocessing decides) and calls under the guard pass.
     """
     import ast
     import inspect
@@ -63,6 +64,9 @@ def check_main_is_guarded() -> None:
     script = getattr(main, "__file__", None)
     if main is None or not script or not str(script).endswith(".py"):
         return
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    if spec_name == "__main__" or spec_name.endswith(".__main__"):
+        return  # `python -m package`: multiprocessing does not run a package's __main__ again in a worker
     frame = inspect.currentframe()
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
         frame = frame.f_back
