@@ -58,9 +58,10 @@ def run(args: argparse.Namespace) -> int:
 
 def format_candidates(name: str, choice, shown, simulated: list[float] | None) -> str:
     """The text table of ``wss plan``."""
+    from wss.errors import shorten
     from wss.views.summary import fmt_bytes, fmt_time
 
-    lines = [f"{name}: {choice.line()}", f"  why          {choice.reason}"]
+    lines = [f"{shorten(name)}: {choice.line()}", f"  why          {choice.reason}"]
     head = f"  {'#':>3}  {'checkpointing':<13}  {'micro-batches':<28}  {'crossings':>9}  {'SRAM':>9}  {'analytic':>10}"
     head += f"  {'vs best':>7}  {'bound by':<8}" + (f"  {'simulated':>10}  {'vs best':>7}" if simulated else "")
     lines.append(head)
