@@ -50,6 +50,12 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Shipped scenarios to mutate: the cheap ones (a simulation of each takes about a second or less).
 BASES = ("fc_mnist.yaml", "fc_mnist_numerics.yaml", "bert_large.yaml", "gpt3_175b.yaml", "cs3_gpt3_13b.yaml")
 CHANNELS = ("validate", "simulate", "api")
+#: Other commands that take a scenario: the closed-form estimate, sizing (a token model: bert_large and the
+#: GPT scenarios) and a sweep over --vary values.
+COMMAND_CHANNELS = ("estimate", "size", "sweep")
+#: Commands that read result files (report, diff, plot) or baselines (check), fed mutated ones.
+RESULT_CHANNELS = ("report", "diff", "plot", "check")
+ALL_CHANNELS = CHANNELS + COMMAND_CHANNELS + RESULT_CHANNELS
 GOOD = ("accepted", "rejected")
 CLASSES = ("accepted", "rejected", "traceback", "hang", "nonsense", "stalled")
 #: Longest acceptable rejection message.
@@ -61,8 +67,11 @@ MEMORY_LIMIT = 4 * 2**30
 # --------------------------------------------------------------------------- cases (Hypothesis)
 
 
-def _strategies() -> Any:
-    """The Hypothesis strategy of one case: ``{"base", "channel", "data" | "text", "overrides", ...}``."""
+def _strategies(channels: tuple[str, ...] = CHANNELS) -> Any:
+    """The Hypothesis strategy of one case: ``{"base", "channel", "data" | "text", "overrides", ...}``.
+
+    ``channels`` are those of :data:`CHANNELS` and :data:`COMMAND_CHANNELS` the cases go through.
+    """
     import yaml
     from hypothesis import strategies as st
 
@@ -128,9 +137,10 @@ def _strategies() -> Any:
         ["laughs", "merge_bomb", "deep", "deep_map", "big_int", "long_string", "duplicate_key", "anchor", "garbage",
          "tab", "empty", "list_doc", "binary"]
     ))
+    set_text = st.one_of(set_text, _bound_sets())
     case = st.fixed_dictionaries({
         "base": st.sampled_from(sorted(bases)),
-        "channel": st.sampled_from(CHANNELS),
+        "channel": st.sampled_from(channels),
         "mutations": st.lists(mutation, max_size=3),
         "work": st.lists(work, max_size=1),
         "text_mutation": text_mutation,
@@ -138,8 +148,100 @@ def _strategies() -> Any:
         "api_overrides": st.lists(st.tuples(api_key, values), max_size=2),
         "api_mapping": st.booleans(),
         "seed": st.integers(0, 2**32 - 1),
+        "faults": st.one_of(st.none(), st.none(), _faults(numbers, weird)),
+        "vary": st.lists(_vary_items(set_key, values), max_size=2),
     })
     return case.map(lambda c: _materialise(c, bases))
+
+
+def _faults(numbers: Any, weird: Any) -> Any:
+    """A ``faults`` section: every kind of fault, with factors at, inside and past their ranges, and nonsense.
+
+    ``null`` for ``jitter``, ``flash``, ``failures`` or ``mtbf_hours_per_wafer`` and ``"auto"`` for
+    ``checkpoint_every_steps`` are documented values: a case with them must be accepted when the rest is.
+    """
+    from hypothesis import strategies as st
+
+    factor = st.one_of(st.sampled_from([5e-324, 1e-300, 9.99e-4, 1e-3, 0.01, 0.5, 1, 2, 1e3, 1000.5, 1e300, 0, -1,
+                                        math.inf, math.nan]), numbers, weird)
+    index = st.one_of(st.integers(-2, 16), st.sampled_from([10**6, 2**63]), weird)
+    edge = st.sampled_from(["swarmx.l1.0", "swarmx.l1.1", "swarmx.l1.3", "swarmx.l2.5", "swarmx.l9.9", "x", ""])
+    node = st.sampled_from(["swarmx.l1.n0", "swarmx.l2.n0", "swarmx.l2.n1", "swarmx.l9.n9", "nope"])
+    shard = st.fixed_dictionaries({"shard": index}, optional={
+        f"{rate}_factor": factor for rate in ("dram", "flash", "network", "optimizer")})
+    failures = st.fixed_dictionaries({"restart_s": st.one_of(st.sampled_from([0, 60, 1e7, 1e8]), weird)}, optional={
+        "mtbf_hours_per_wafer": st.one_of(st.none(), factor, st.sampled_from([1000.0, 1e9, 2e9])),
+        "checkpoint_every_steps": st.one_of(st.just("auto"), index, st.just(1)),
+        "storage": st.one_of(st.sampled_from(["parallel-fs", "nope"]),
+                             st.fixed_dictionaries({"write_bandwidth_Bps": factor})),
+        "train_steps": st.one_of(st.none(), index), "train_tokens": st.one_of(st.none(), factor)})
+    return st.fixed_dictionaries({}, optional={
+        "stragglers": st.lists(st.fixed_dictionaries({"wafer": index, "slowdown": factor}), max_size=2),
+        "links": st.lists(st.fixed_dictionaries({"edge": edge, "bandwidth_factor": factor}), max_size=2),
+        "nodes": st.lists(st.fixed_dictionaries({"node": node}, optional={"kind": st.sampled_from(["down", "up"])}),
+                          max_size=1),
+        "shards": st.lists(shard, max_size=2),
+        "jitter": st.one_of(st.none(), st.fixed_dictionaries({"sigma": factor})),
+        "flash": st.one_of(st.none(), st.fixed_dictionaries({"tail_probability": factor, "tail_factor": factor})),
+        "failures": st.one_of(st.none(), failures),
+        "events": st.lists(st.fixed_dictionaries({"at_step": index, "wafer": index}), max_size=2),
+    })
+
+
+def _bound_sets() -> Any:
+    """``--set KEY=V`` with V at a number field's documented bound or just past it (from ``wss schema``)."""
+    from hypothesis import strategies as st
+
+    edges = []
+    for key, low, high, integer in _ranges():
+        if integer:
+            edges += [(key, int(high)), (key, int(high) + 1), (key, int(low)), (key, int(low) - 1)]
+        else:
+            edges += [(key, high), (key, math.nextafter(high, math.inf)), (key, low),
+                      (key, math.nextafter(low, -math.inf))]
+    return st.sampled_from(edges).map(lambda kv: f"{kv[0]}={kv[1]!r}")
+
+
+def _ranges() -> list[tuple[str, float, float, bool]]:
+    """``(dotted key, lowest, highest, integer?)`` of every number field with a range, from the scenario's
+    JSON Schema (the ranges the validator applies; a list's first item stands for all of them)."""
+    from wss.views.schema import scenario_schema
+
+    schema = scenario_schema()
+    found: dict[str, tuple[str, float, float, bool]] = {}
+
+    def walk(node: dict, path: tuple[str, ...], depth: int) -> None:
+        if depth > 12:
+            return
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        if node.get("type") in ("number", "integer") and "maximum" in node:
+            low = node.get("minimum", node.get("exclusiveMinimum"))
+            if low is not None:
+                key = ".".join(path)
+                found.setdefault(key, (key, float(low), float(node["maximum"]), node["type"] == "integer"))
+        for k, sub in node.get("properties", {}).items():
+            walk(sub, (*path, k), depth + 1)
+        for sub in node.get("anyOf", []) + node.get("oneOf", []):
+            walk(sub, path, depth + 1)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], (*path, "0"), depth + 1)
+
+    walk(schema, (), 0)
+    return sorted(found.values())
+
+
+def _vary_items(set_key: Any, values: Any) -> Any:
+    """``--vary KEY=V1,V2`` items for the sweep channel: good ones, bad keys and values, non-scalar keys."""
+    from hypothesis import strategies as st
+
+    return st.one_of(
+        st.sampled_from(["hardware.wafers=1,2", "training.steps=1,2", "seed=1,2", "training.micro_batch=auto,1",
+                         "seed={? [1, 2] : 3}", "seed={[1]: 2},3", "hardware.wafers=", "=1,2", "hardware.wafers=1,,2",
+                         "hardware.wafer.clock_Hz=yes,1e9", "hardware.wafers=[1, 2", "hardware.wafers=1,2000000",
+                         "faults.links=[{edge: swarmx.l1.1, bandwidth_factor: 1e-300}]"]),
+        st.tuples(set_key, values.map(_flow), values.map(_flow)).map(lambda kv: f"{kv[0]}={kv[1]},{kv[2]}"),
+    )
 
 
 def _is_number_field(root: Any, key: str) -> bool:
@@ -193,9 +295,10 @@ def _get(node: Any, path: tuple) -> Any:
     return node
 
 
-def _mutate(data: dict, mutation: tuple) -> None:
+def _mutate(data: dict, mutation: tuple, paths: list[tuple] | None = None) -> None:
+    """Apply one mutation at the path ``pick`` chooses among ``paths`` (default: every path in ``data``)."""
     kind, pick, arg = mutation
-    paths = [p for p in _paths(data) if p]
+    paths = paths or [p for p in _paths(data) if p]
     if not paths:
         return
     path = paths[pick % len(paths)]
@@ -220,10 +323,12 @@ def _materialise(c: dict, bases: dict) -> dict:
     import copy
 
     data = copy.deepcopy(bases[c["base"]])
+    if c.get("faults") is not None:
+        data["faults"] = c["faults"]
     for m in c["mutations"]:
         _mutate(data, m)
     sets = list(c["sets"]) + [f"{k}={v}" for k, v in c["work"]]
-    out: dict[str, Any] = {"base": c["base"], "channel": c["channel"], "sets": sets}
+    out: dict[str, Any] = {"base": c["base"], "channel": c["channel"], "sets": sets, "vary": list(c.get("vary", []))}
     text = _text(data, c["text_mutation"], random.Random(c["seed"]))
     out["text_mutation"] = c["text_mutation"]
     if c["channel"] == "api":
@@ -276,6 +381,160 @@ def _text(data: Any, mutation: str, rng: random.Random) -> str:
     return text
 
 
+# --------------------------------------------------------------------------- result files (Hypothesis)
+
+#: Shipped scenarios whose results (and baselines) are mutated: a small run and a transformer.
+RESULT_BASES = ("fc_mnist.yaml", "bert_large.yaml")
+#: Whole-file mutations of a result: shapes the loader must refuse or the views must survive.
+RESULT_SHAPES = ("empty_steps", "one_step", "empty_records", "no_records_of_step_0", "drop_wafer_records",
+                 "reverse_records")
+RESULT_TEXT = ("nan", "infinity", "huge_float", "big_int", "truncate", "garbage", "empty", "binary", "deep",
+               "bom", "latin1", "list_doc", "zero_bytes")
+
+
+def _result_strategies() -> Any:
+    """The Hypothesis strategy of one result case: a shipped run's result.json (or, for ``check``, its
+    baseline) mutated, through ``report``, ``diff``, ``plot`` or ``check``.
+
+    Mutations are drawn as in :func:`_strategies` and applied in the worker to the file it made, mostly to
+    the result's own fields (a pick of ``focus``) and otherwise anywhere (records, the resolved scenario).
+    Setting an optional field to null (``energy``, ``plan_choice``, a step's ``loss``) gives a valid
+    result: such a case must be accepted.
+    """
+    from hypothesis import strategies as st
+
+    weird = st.one_of(st.booleans(), st.none(), st.text(max_size=8), st.sampled_from(["auto", "", "nan", "1e9"]),
+                      st.lists(st.integers(-3, 3), max_size=2), st.dictionaries(st.text(max_size=4), st.integers(),
+                                                                                  max_size=1))
+    numbers = st.one_of(st.sampled_from([0, -1, 1, 5e-324, 1e-300, 1e300, 1e308, -0.0, 2**63, 10**30]),
+                        st.floats(-1e12, 1e12), st.integers(-5, 10**6))
+    mutation = st.tuples(st.sampled_from(["set", "scale", "delete", "unknown", "retype"]), st.integers(0, 10**6),
+                         st.one_of(numbers, weird), st.booleans())
+    return st.fixed_dictionaries({
+        "channel": st.sampled_from(RESULT_CHANNELS),
+        "base": st.sampled_from(RESULT_BASES),
+        "mutations": st.lists(mutation, max_size=3),
+        "shape": st.one_of(st.none(), st.none(), st.sampled_from(RESULT_SHAPES)),
+        "text_mutation": st.one_of(st.just("none"), st.just("none"), st.just("none"), st.sampled_from(RESULT_TEXT)),
+        "options": st.lists(st.sampled_from(["--by=kernel", "--by=layer", "--by=phase", "--sort=stall",
+                                             "--sort=duration", "--limit=0", "--limit=1", "--csv", "--json",
+                                             "--layers=0", "--step=0", "--step=1", "--step=-1", "--step=1000000",
+                                             "--all", "swap"]), max_size=3, unique=True),
+        "seed": st.integers(0, 2**32 - 1),
+    })
+
+
+_RESULT_DOCS: dict[str, tuple[dict, dict]] = {}
+
+
+def _result_docs(base: str) -> tuple[dict, dict]:
+    """The result.json document and the baseline of shipped scenario ``base`` (made once per worker)."""
+    if base not in _RESULT_DOCS:
+        import wss
+        from wss.studies.check import baseline_from_result
+
+        path = ROOT / "scenarios" / base
+        result = wss.simulate(wss.load_scenario(path))
+        baseline = baseline_from_result(result, path)
+        _RESULT_DOCS[base] = (json.loads(result.to_json()), json.loads(baseline.to_json()))
+    return _RESULT_DOCS[base]
+
+
+def _mutated_file(doc: dict, case: dict, path: Path, is_result: bool) -> None:
+    """Write ``doc`` with the case's mutations to ``path``."""
+    import copy
+
+    data = copy.deepcopy(doc)
+    if is_result and case["shape"]:
+        _reshape(data, case["shape"])
+    for kind, pick, arg, focus in case["mutations"]:
+        if kind == "scale":  # a power of ten, as in the scenario mutations
+            arg = pick % 61 - 30
+        elif kind == "unknown":  # a key: a short string
+            arg = str(arg)[:12] or "x"
+        shallow = [p for p in _paths(data) if 0 < len(p) <= 3 and p[0] not in ("scenario", "records")]
+        _mutate(data, (kind, pick, arg), shallow if focus else None)
+    text = json.dumps(data, indent=1, default=repr)
+    path.write_bytes(_result_text(text, case["text_mutation"], random.Random(case["seed"])))
+
+
+def _reshape(data: dict, shape: str) -> None:
+    if shape == "empty_steps":
+        data["steps"] = []
+    elif shape == "one_step":
+        data["steps"] = data["steps"][:1]
+    elif shape == "empty_records":
+        data["records"] = []
+    elif shape == "no_records_of_step_0":
+        data["records"] = [r for r in data["records"] if r.get("step") != 0]
+    elif shape == "drop_wafer_records":
+        data["records"] = [r for r in data["records"] if r.get("where") != "wafer"]
+    elif shape == "reverse_records":
+        data["records"] = data["records"][::-1]
+
+
+def _result_text(text: str, mutation: str, rng: random.Random) -> bytes:
+    import re
+
+    numbers = list(re.finditer(r"(?<=: )-?[0-9][0-9.e+-]*", text))
+    at = numbers[rng.randrange(len(numbers))] if numbers else None
+    swap = {"nan": "NaN", "infinity": "Infinity", "huge_float": "1e999", "big_int": "9" * 5000}
+    if mutation in swap and at is not None:
+        return (text[: at.start()] + swap[mutation] + text[at.end():]).encode()
+    if mutation == "truncate":
+        return text[: rng.randrange(len(text))].encode()
+    if mutation == "garbage":
+        i = rng.randrange(len(text) + 1)
+        return (text[:i] + rng.choice(["}", "]", ",", '"', "\\", "\x00", "{{", "::"]) + text[i:]).encode()
+    if mutation == "empty":
+        return b""
+    if mutation == "binary":
+        return bytes(rng.randrange(256) for _ in range(4096))
+    if mutation == "deep":
+        return ("{\"a\": " * 100_000 + "1" + "}" * 100_000).encode()
+    if mutation == "bom":
+        return b"\xef\xbb\xbf" + text.encode()
+    if mutation == "latin1":
+        return text.replace("wafer", "w\u00e4fer", 1).encode("latin-1", "replace")
+    if mutation == "list_doc":
+        return ("[" + text + "]").encode()
+    if mutation == "zero_bytes":
+        return b"\x00" * 100_000
+    return text.encode()
+
+
+def _run_result_case(case: dict, workdir: Path) -> tuple[str, str]:
+    """Write the mutated file(s) and run the command; exit 0 (and for check 1, a regression found) is
+    accepted, 2 a rejection, anything else a traceback."""
+    result_doc, baseline_doc = _result_docs(case["base"])
+    channel, options = case["channel"], case["options"]
+    mutated, intact = workdir / "result.json", workdir / "intact.json"
+    if channel == "check":
+        (workdir / "baselines").mkdir()
+        _mutated_file(baseline_doc, case, workdir / "baselines" / f"{Path(case['base']).stem}.json", False)
+        argv = ["check", str(ROOT / "scenarios" / case["base"]), "--baselines", str(workdir / "baselines")]
+        argv += [o for o in options if o in ("--all", "--json")]
+    else:
+        _mutated_file(result_doc, case, mutated, True)
+        argv = [channel, str(mutated)]
+        if channel == "report":
+            argv += [o for o in options if o.startswith(("--by", "--sort", "--limit"))]
+            argv += ["--csv", str(workdir / "rows.csv")] if "--csv" in options else []
+        elif channel == "diff":
+            intact.write_text(json.dumps(result_doc), encoding="utf-8")
+            argv = ["diff", *([str(intact), str(mutated)] if "swap" in options else [str(mutated), str(intact)])]
+            argv += [o for o in options if o in ("--json", "--layers=0")]
+        else:
+            argv += ["-o", str(workdir / "plots"), "--format", "png", "--quiet"]
+            argv += [o for o in options if o.startswith("--step")]
+    code, stdout, stderr = _main(argv)
+    if code == 2:
+        return _classify_rejection(stderr)
+    if code == 0 or (code == 1 and channel == "check" and "REGRESSED" in stdout):
+        return "accepted", f"exit {code}"
+    return "traceback", f"exit code {code}: {stderr[-300:]}"
+
+
 # --------------------------------------------------------------------------- one case, in a worker
 
 
@@ -302,6 +561,8 @@ def run_case(case: dict, workdir: Path) -> tuple[str, str]:
     """Run one case in this process; return its outcome class and a one-line detail."""
     from wss.errors import SimulationStalled, WssError
 
+    if case["channel"] in RESULT_CHANNELS:
+        return _run_result_case(case, workdir)
     source: Any
     if "data" in case:
         source = case["data"]
@@ -322,31 +583,85 @@ def run_case(case: dict, workdir: Path) -> tuple[str, str]:
     return _run_cli(case, source, workdir)
 
 
-def _run_cli(case: dict, source: Path, workdir: Path) -> tuple[str, str]:
+def _main(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``wss`` in this process: exit code, stdout, stderr."""
     from wss.cli import main
 
-    argv = [case["channel"], str(source)]
-    for s in case["sets"]:
-        argv += ["--set", s]
-    out_dir = workdir / "out"
-    if case["channel"] == "simulate":
-        argv += ["-o", str(out_dir), "--quiet"]
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             code = main(argv)
         except SystemExit as exc:  # argparse's usage errors
             code = exc.code if isinstance(exc.code, int) else 2
-    if code == 0:
-        if case["channel"] == "validate":
-            return "accepted", "valid"
-        doc = json.loads((out_dir / "result.json").read_text())
-        return _step_outcome(doc.get("step_time_s"))
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def _run_cli(case: dict, source: Path, workdir: Path) -> tuple[str, str]:
+    channel = case["channel"]
+    argv = [channel, str(source)]
+    for s in case["sets"]:
+        argv += ["--set", s]
+    out_dir = workdir / "out"
+    if channel == "simulate":
+        argv += ["-o", str(out_dir), "--quiet"]
+    elif channel == "estimate":
+        argv += ["--json"]
+    elif channel == "size":
+        argv += ["--tokens", "1e9", "--max-wafers", "2", "--json"]
+    elif channel == "sweep":
+        for v in case.get("vary") or ["hardware.wafers=1,2"]:
+            argv += ["--vary", v]
+        argv += ["--executor", "serial", "--quiet", "-o", str(workdir / "sweep.csv")]
+    code, stdout, stderr = _main(argv)
     if code == 3:
-        return "stalled", stderr.getvalue().splitlines()[0][:200]
+        return "stalled", stderr.splitlines()[0][:200]
     if code == 2:
-        return _classify_rejection(stderr.getvalue())
-    return "traceback", f"exit code {code}: {stderr.getvalue()[-300:]}"
+        return _classify_rejection(stderr)
+    if channel == "size" and code in (0, 1):  # 1: no size meets the target (there is none here)
+        return _size_outcome(stdout)
+    if code == 1 and channel == "sweep":
+        return "traceback", f"sweep points failed unexpectedly: {stderr[-300:]}"
+    if code != 0:
+        return "traceback", f"exit code {code}: {stderr[-300:]}"
+    if channel == "validate":
+        return "accepted", "valid"
+    if channel == "estimate":
+        return _step_outcome(json.loads(stdout).get("step_time_s"))
+    if channel == "sweep":
+        return _sweep_outcome(workdir / "sweep.csv")
+    doc = json.loads((out_dir / "result.json").read_text())
+    return _step_outcome(doc.get("step_time_s"))
+
+
+def _size_outcome(stdout: str) -> tuple[str, str]:
+    """``size --json``: each size that ran has a finite, positive step time and days; nulls (no target, no
+    recommendation, no power figure) are documented answers, not nonsense."""
+    doc = json.loads(stdout)
+    ran = [r for r in doc["rows"] if r["status"] == "ok"]
+    for r in ran:
+        for key in ("step_time_s", "days"):
+            if _step_outcome(r[key])[0] != "accepted":
+                return "nonsense", f"size row {r['wafers']} wafers: {key} {r[key]!r}"
+    if not ran:
+        return _classify_rejection(doc["rows"][0]["error"]) if doc["rows"] else ("nonsense", "no rows")
+    return "accepted", f"{len(ran)} sizes"
+
+
+def _sweep_outcome(csv_path: Path) -> tuple[str, str]:
+    """A sweep's table: points that ran have finite, positive step times; if none ran, the first error is
+    the rejection (a point that is invalid is a row with status error, and the command exits 0)."""
+    import csv
+
+    with csv_path.open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    ran = [r for r in rows if r["status"] == "ok"]
+    for r in ran:
+        kind, detail = _step_outcome(float(r["step_time_s"]) if r["step_time_s"] else None)
+        if kind != "accepted":
+            return kind, f"sweep point: {detail}"
+    if not ran:
+        return _classify_rejection(rows[0]["error"]) if rows else ("nonsense", "an empty table")
+    return "accepted", f"{len(ran)} of {len(rows)} points"
 
 
 def worker_main(timeout_s: float) -> None:
@@ -446,7 +761,21 @@ def _read_line(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
 # --------------------------------------------------------------------------- many cases
 
 
-def fuzz(n: int, seed: int, timeout_s: float, progress: bool = False) -> Iterator[tuple[dict, str, str]]:
+def strategy(channels: tuple[str, ...] = ALL_CHANNELS) -> Any:
+    """Cases through ``channels``: mutated scenarios (:func:`_strategies`) and mutated results
+    (:func:`_result_strategies`)."""
+    from hypothesis import strategies as st
+
+    scenario = tuple(c for c in channels if c not in RESULT_CHANNELS)
+    results = tuple(c for c in channels if c in RESULT_CHANNELS)
+    parts = [_strategies(scenario)] if scenario else []
+    if results:
+        parts.append(_result_strategies().filter(lambda c: c["channel"] in results))
+    return st.one_of(*parts)
+
+
+def fuzz(n: int, seed: int, timeout_s: float, progress: bool = False,
+         channels: tuple[str, ...] = ALL_CHANNELS) -> Iterator[tuple[dict, str, str]]:
     """Draw ``n`` cases with Hypothesis (seeded) and run each in a worker; yield ``(case, class, detail)``."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
@@ -457,7 +786,7 @@ def fuzz(n: int, seed: int, timeout_s: float, progress: bool = False) -> Iterato
     @hseed(seed)
     @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(_strategies())
+    @given(strategy(channels))
     def draw(case: dict) -> None:
         kind, detail = worker.run(case)
         results.append((case, kind, detail))
@@ -480,7 +809,7 @@ def report(results: list[tuple[dict, str, str]], elapsed_s: float) -> str:
     lines = [f"{len(results):,} cases in {elapsed_s:,.0f} s", "", f"{'class':<10} {'cases':>7}"]
     lines += [f"{c:<10} {by_class.get(c, 0):>7,}" for c in CLASSES]
     lines += ["", f"{'channel':<10} " + " ".join(f"{c:>9}" for c in CLASSES)]
-    for ch in CHANNELS:
+    for ch in ALL_CHANNELS:
         lines.append(f"{ch:<10} " + " ".join(f"{by_channel[ch].get(c, 0):>9,}" for c in CLASSES))
     bad = [(case, kind, detail) for case, kind, detail in results if kind not in GOOD]
     if bad:
@@ -499,13 +828,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds one case may take before it counts as a hang (default 120: the work bound is "
                          "a few minutes at most, and the bases here are far below it)")
     ap.add_argument("--save", type=Path, default=None, help="write every case and outcome to this JSON-lines file")
+    ap.add_argument("--channels", default=",".join(ALL_CHANNELS),
+                    help=f"comma-separated channels to draw cases for (default: all, {', '.join(ALL_CHANNELS)})")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker_main(args.timeout)
         return 0
     start = time.perf_counter()
-    results = list(fuzz(args.cases, args.seed, args.timeout, progress=True))
+    channels = tuple(c.strip() for c in args.channels.split(",") if c.strip())
+    unknown = sorted(set(channels) - set(ALL_CHANNELS))
+    if unknown or not channels:
+        ap.error(f"unknown channels {unknown}; known: {', '.join(ALL_CHANNELS)}")
+    results = list(fuzz(args.cases, args.seed, args.timeout, progress=True, channels=channels))
     print(report(results, time.perf_counter() - start))
     if args.save:
         with args.save.open("w") as f:

@@ -14,6 +14,7 @@ __all__ = [
     "InfeasibleError",
     "FieldProblem",
     "SimulationStalled",
+    "SimulatedTimeOverflow",
     "shorten",
     "quote",
     "MAX_ECHO_CHARS",
@@ -118,3 +119,22 @@ class SimulationStalled(WssError):
         lines = [f"the simulation stopped making progress {when}; nothing can move:"]
         lines += [f"  - {w}" for w in waits]
         super().__init__("\n".join(lines))
+
+
+class SimulatedTimeOverflow(WssError):
+    """A run whose simulated time stopped being a finite number: a rate so low (or an amount so large) that a
+    transfer would end at infinity.
+
+    The ranges of the scenario's fields keep every run finite; this stops a run that gets there anyway
+    (from the Python API with hand-built settings, say) with one message instead of a loop that never
+    ends.  The CLI exits with code 2, as for other bad input.
+    """
+
+    @classmethod
+    def on(cls, part: str, now_s: float, rate_Bps: float) -> SimulatedTimeOverflow:
+        """The error for ``part`` (a shared bandwidth) at simulated time ``now_s``, moving ``rate_Bps``.
+
+        The message is the only argument, so SimPy can re-raise the error from the process it stops.
+        """
+        return cls(f"the simulated time on {part} is no longer finite (now {now_s:.6g} s, {rate_Bps:.3g} B/s): "
+                   "a transfer would never end; a rate in the scenario is too low for the bytes it moves")

@@ -77,11 +77,11 @@ def test_a_degraded_edge_above_a_subtree_slows_every_wafer_and_one_below_it_stan
     [
         ({"stragglers": [{"wafer": 4, "slowdown": 1.5}]}, "faults.stragglers.0.wafer",
          "wafer 4 is out of range: hardware.wafers is 4 (wafers 0 to 3)"),
-        ({"stragglers": [{"wafer": 1, "slowdown": -1.5}]}, "faults.stragglers.0.slowdown", "must be more than 0"),
+        ({"stragglers": [{"wafer": 1, "slowdown": -1.5}]}, "faults.stragglers.0.slowdown", "must be at least 1e-3"),
         ({"links": [{"edge": "swarmx.l1.9", "bandwidth_factor": 0.5}]}, "faults.links.0.edge",
          "unknown edge 'swarmx.l1.9'; did you mean"),
         ({"links": [{"edge": "swarmx.l1.1", "bandwidth_factor": -0.5}]}, "faults.links.0.bandwidth_factor",
-         "must be more than 0"),
+         "must be at least 1e-3"),
         ({"links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}], "typo": 1}, "faults.typo", ""),
     ],
 )

@@ -81,8 +81,8 @@ def test_a_slow_shard_slows_the_checkpoint_and_the_estimate_knows_it():
     [
         ({"shard": 12, "dram_factor": 0.5}, "faults.shards.0.shard",
          "shard 12 is out of range: hardware.memoryx.shards is 12 (shards 0 to 11)"),
-        ({"shard": 1, "flash_factor": 0}, "faults.shards.0.flash_factor", "must be more than 0"),
-        ({"shard": 1, "network_factor": -0.5}, "faults.shards.0.network_factor", "must be more than 0"),
+        ({"shard": 1, "flash_factor": 0}, "faults.shards.0.flash_factor", "must be at least 1e-3"),
+        ({"shard": 1, "network_factor": -0.5}, "faults.shards.0.network_factor", "must be at least 1e-3"),
         ({"shard": 1}, "faults.shards.0", "changes nothing: give at least one of dram_factor"),
         ({"shard": 1, "dram_factr": 0.5}, "faults.shards.0.dram_factr", ""),
     ],

@@ -31,7 +31,7 @@ CASES = {
     # CS-2 defaults: SwarmX links and wafer I/O both 150 GB/s, so only relaxing both helps.
     "co-bottleneck": ({}, "swarmx+wafer_io", ["swarmx", "wafer_io"]),
     # Faults: the part named is the one the run had, not the nominal one.
-    "slow MemoryX shard": ({"faults.shards": [{"shard": 0, "network_factor": 0.0005}]},
+    "slow MemoryX shard": ({"faults.shards": [{"shard": 0, "network_factor": 0.001}]},
                            "memoryx_network", ["memoryx_network"]),
     # A leaf edge is the wafer's I/O too: at half rate both are slow, and only relaxing both helps.
     "degraded leaf edge": ({"faults.links": [{"edge": "swarmx.l1.0", "bandwidth_factor": 0.5}]},

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, non_negative, print_error, relabel
-from wss.errors import WssError
+from wss.errors import WssError, quote
 from wss.files import all_or_nothing, ensure_dir
 
 if TYPE_CHECKING:  # the studies and the model are imported when a command runs, so `wss --help` stays fast
@@ -45,7 +45,7 @@ def _gates(text: str) -> tuple[str, ...]:
 def _metric(text: str) -> tuple[str, float]:
     name, sep, value = text.rpartition("=")
     if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=RTOL, e.g. step_time_s=0.005, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=RTOL, e.g. step_time_s=0.005, got {quote(text)}")
     return name.strip(), _rtol(value)
 
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
-from wss.errors import ScenarioError, WssError
+from wss.errors import ScenarioError, WssError, quote
 
 __all__ = [
     "EXIT_OK",
@@ -118,9 +118,9 @@ def non_negative(what: str) -> Callable[[str], float]:
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+            raise argparse.ArgumentTypeError(f"not a number: {quote(text)}") from None
         if not (math.isfinite(value) and value >= 0):
-            raise argparse.ArgumentTypeError(f"a {what} is a finite number >= 0, got {text!r}")
+            raise argparse.ArgumentTypeError(f"a {what} is a finite number >= 0, got {quote(text)}")
         return value
 
     return parse

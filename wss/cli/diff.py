@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from wss.cli.common import EXIT_OK, non_negative
+from wss.errors import quote
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -29,9 +30,9 @@ def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a whole number: {quote(text)}") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, got {quote(text)}")
     return value
 
 

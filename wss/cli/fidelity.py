@@ -76,9 +76,10 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def format_estimate(est: Estimate) -> str:
     """Human-readable text of an :class:`~wss.studies.estimate.Estimate`."""
+    from wss.errors import shorten
     from wss.views.summary import fmt_time
 
-    lines = [f"{est.scenario_name}: closed-form estimate ({est.micro_batches} micro-batch"
+    lines = [f"{shorten(est.scenario_name)}: closed-form estimate ({est.micro_batches} micro-batch"
              f"{'es' if est.micro_batches > 1 else ''} per step)"]
     lines.append(f"  step time    {fmt_time(est.step_time_s)}")
     tokens = f", {est.tokens_per_s:,.4g} tokens/s" if est.tokens_per_sample > 1 else ""

@@ -80,9 +80,10 @@ def _simulate_each(scenario: Scenario, shown: Sequence[CandidateCost]) -> list[f
 def format_candidates(name: str, choice: PlanChoice, shown: Sequence[CandidateCost],
                       simulated: list[float] | None) -> str:
     """The text table of ``wss plan``."""
+    from wss.errors import shorten
     from wss.views.summary import fmt_bytes, fmt_time
 
-    lines = [f"{name}: {choice.line()}", f"  why          {choice.reason}"]
+    lines = [f"{shorten(name)}: {choice.line()}", f"  why          {choice.reason}"]
     head = f"  {'#':>3}  {'checkpointing':<13}  {'micro-batches':<28}  {'crossings':>9}  {'SRAM':>9}  {'analytic':>10}"
     head += f"  {'vs best':>7}  {'bound by':<8}" + (f"  {'simulated':>10}  {'vs best':>7}" if simulated else "")
     lines.append(head)

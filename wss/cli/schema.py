@@ -1,7 +1,8 @@
 """The ``wss schema`` command: the JSON Schema of a scenario file, for editors.
 
 ``wss schema`` prints the schema of a scenario YAML file (:func:`wss.views.schema.scenario_schema`);
-``-o FILE`` writes it atomically instead; ``--case`` gives the schema of a validation case file
+``-o FILE`` writes it atomically instead (``-o -`` prints it; a device or FIFO is written into, not
+replaced: :mod:`wss.files`); ``--case`` gives the schema of a validation case file
 (``scenarios/validation/``).  The shipped files point at the committed copies
 (``docs/scenario.schema.json``, ``docs/validation-case.schema.json``) with a first line that the YAML
 language server (VS Code's YAML extension, and editors built on it) reads::
@@ -27,7 +28,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``schema``."""
     p = subparsers.add_parser("schema", help="print the JSON Schema of a scenario file (for editor completion)")
     p.add_argument("-o", "--out", type=Path, default=None, metavar="FILE",
-                   help="write the schema to FILE instead of printing it")
+                   help="write the schema to FILE instead of printing it (- prints it; a device or FIFO is "
+                        "written into, not replaced)")
     p.add_argument("--case", action="store_true",
                    help="the schema of a validation case file (scenarios/validation/) instead of a scenario")
 
@@ -43,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         text = schema_text(case_schema(CaseSpec))
     else:
         text = schema_text(scenario_schema())
-    if args.out is None:
+    if args.out is None or str(args.out) == "-":
         print(text, end="")
         return EXIT_OK
     with all_or_nothing():

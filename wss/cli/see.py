@@ -17,13 +17,15 @@ line and exits with 2.
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from wss.cli.common import add_quiet_argument
-from wss.errors import WssError
+from wss.errors import WssError, shorten
 from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 
 if TYPE_CHECKING:  # the model (pydantic, numpy) is imported when a command runs, so `wss --help` stays fast
@@ -60,7 +62,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     rep = subparsers.add_parser("report", help="per-pass, kernel, layer or phase table of a result (text, CSV) and a "
                                                "bottleneck verdict")
     rep.add_argument("result", type=Path, help="result.json written by wss simulate")
-    rep.add_argument("--csv", type=Path, default=None, metavar="FILE", help="also write every row as CSV")
+    rep.add_argument("--csv", type=Path, default=None, metavar="FILE",
+                     help="also write every row as CSV (- prints the CSV instead of the table; a device or FIFO "
+                          "is written into, not replaced)")
     rep.add_argument("--limit", type=int, default=40, metavar="N", help="rows to print (0: all; default 40)")
     rep.add_argument("--sort", choices=REPORT_SORT_KEYS, default="time",
                      help="row order: time (default), duration (longest first), stall (most exposed stall first)")
@@ -109,22 +113,60 @@ def take_scenario_back(args: argparse.Namespace) -> None:
 
 
 def load_result(path: Path) -> Result:
-    """Read a result.json, turning every way it can fail into :class:`SeeInputError`."""
+    """Read a result.json, turning every way it can fail into :class:`SeeInputError`.
+
+    The file is checked as it is read (at most :data:`~wss.model.result.results.MAX_RESULT_BYTES`, a
+    JSON object, every number finite), against the Result schema (every field there, of its type), and
+    for what the views need (at least one step), so a damaged file is one line, never a traceback.
+    """
     from pydantic import ValidationError
 
-    from wss.model.result.results import Result
+    from wss.files import InputError, read_input
+    from wss.model.result.results import MAX_RESULT_BYTES, Result
 
+    shown = shorten(str(path))
     try:
-        return Result.load(path)
+        doc = json.loads(read_input(path, MAX_RESULT_BYTES, starts_with=b"{"),
+                         parse_float=_finite_float, parse_constant=_no_constant)
+        result = Result.model_validate(doc)
     except FileNotFoundError:
-        raise SeeInputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SeeInputError(f"{path}: cannot read: {exc}") from None
-    except ValidationError as exc:
+        raise SeeInputError(f"{shown}: no such file") from None
+    except InputError as exc:
+        raise SeeInputError(f"{shown}: not a wss result: {exc}") from None
+    except OSError as exc:
+        raise SeeInputError(f"{shown}: cannot read: {shorten(exc.strerror or str(exc))}") from None
+    except ValidationError as exc:  # before ValueError, its base class
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<top level>"
-        raise SeeInputError(f"{path}: not a wss result ({exc.error_count()} problems; first: {where}: "
-                            f"{first['msg']})") from None
+        where = shorten(".".join(str(p) for p in first["loc"]) or "<top level>")
+        count = exc.error_count()
+        raise SeeInputError(f"{shown}: not a wss result ({count} problem{'s' if count > 1 else ''}; first: "
+                            f"{where}: {shorten(first['msg'])})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, NaN, a number of 5,000 digits, too deep
+        raise SeeInputError(f"{shown}: not a wss result: {_json_problem(exc)}") from None
+    if not result.steps:
+        raise SeeInputError(f"{shown}: not a wss result: it holds no steps (a run has at least one)")
+    return result
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {shorten(text, 40)} is not finite")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a number a result holds (wss writes finite numbers only)")
+
+
+def _json_problem(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "nested too deep"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg}, line {exc.lineno})"
+    return shorten(str(exc))
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -162,9 +204,18 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.limit < 0:
         raise SeeInputError(f"--limit {args.limit}: must be 0 (all rows) or more")
+    to_stdout = args.csv is not None and str(args.csv) == "-"
+    if to_stdout and args.verdict:
+        raise SeeInputError("--csv - prints the CSV on standard output, where --verdict would print too; "
+                            "write the CSV to a file")
     result = load_result(args.result)
     group = getattr(args, "group", "pass")
     rows = group_rows(kernel_table(result), group, steps=len(result.steps))
+    if to_stdout:
+        from wss.views.report import table_csv
+
+        out.write(table_csv(rows, group))
+        return 0
     if args.csv is not None:
         with all_or_nothing():  # a bad --csv path fails before anything is printed, and makes no folder
             ensure_file_target(args.csv)

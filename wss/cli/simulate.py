@@ -32,7 +32,7 @@ from wss.cli.common import (
     relabel,
 )
 from wss.errors import WssError
-from wss.files import all_or_nothing, atomic_write_text, ensure_file_target
+from wss.files import all_or_nothing, atomic_write_text, ensure_file_target, safe_name
 
 if TYPE_CHECKING:  # the model loads when the command runs
     from wss.model.result.results import Result
@@ -157,27 +157,25 @@ def _presets() -> int:
     return EXIT_OK
 
 
-def _safe_name(name: str, keep: str = "-_.") -> str:
-    return "".join(ch if ch.isalnum() or ch in keep else "_" for ch in name) or "scenario"
-
-
-#: Longest folder name made from the overrides before a hash stands in for them.
+#: Longest folder name (bytes) made from the overrides before a hash stands in for them.
 _MAX_SUFFIX = 60
 
 
 def default_outdir(name: str, overrides: list[str]) -> Path:
     """``out/<name>``, plus ``+KEY=VALUE`` for each ``--set`` in order (other characters become ``_``).
 
-    When the overrides would make a name longer than 60 characters they become
-    ``+set-<first 8 hex digits of their sha256>``: stable for the same overrides, distinct from the plain run.
+    The name becomes one safe folder name (:func:`wss.files.safe_name`: a scenario named ``..`` or
+    ``a/b`` stays inside ``out/``, a very long one is cut and keeps a hash).  When the overrides would
+    make a name longer than 60 bytes they become ``+set-<first 8 hex digits of their sha256>``: stable
+    for the same overrides, distinct from the plain run.
     """
-    base = _safe_name(name)
+    base = safe_name(name)
     if not overrides:
         return Path("out") / base
     texts = ["=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides]
-    suffix = "".join("+" + _safe_name(t, keep="-_.=,") for t in texts)
-    if len(suffix) > _MAX_SUFFIX:
+    suffix = "".join("+" + safe_name(t, keep="-_.=,") for t in texts)
+    if len(suffix.encode("utf-8")) > _MAX_SUFFIX:
         import hashlib
 
-        suffix = "+set-" + hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:8]
+        suffix = "+set-" + hashlib.sha256("\n".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return Path("out") / (base + suffix)

@@ -23,7 +23,7 @@ from wss.cli.common import (
     interrupted_code,
     print_error,
 )
-from wss.errors import WssError
+from wss.errors import WssError, quote
 from wss.files import all_or_nothing, atomic_output, ensure_dir, ensure_file_target
 
 if TYPE_CHECKING:  # the sweep module imports the model (and pandas); it is imported when the command runs
@@ -84,7 +84,7 @@ def parse_vary(items: list[str]) -> dict[str, list[Any]]:
         key, sep, text = item.partition("=")
         key = key.strip()
         if not sep or not key or not text.strip():
-            raise SweepError(f"--vary {item!r}: expected KEY=V1,V2,...")
+            raise SweepError(f"--vary {quote(item)}: expected KEY=V1,V2,...")
         if key in vary:
             raise SweepError(f"--vary {key}: given twice")
         vary[key] = [safe_load_text(v, f"--vary {key}") for v in _split_values(text)]
@@ -95,12 +95,12 @@ def _split_values(text: str) -> list[str]:
     """Split on commas outside brackets and quotes, so [1, 2] or "a,b" stay one value."""
     from wss.studies.sweep import SweepError
 
-    out, depth, quote, start = [], 0, None, 0
+    out, depth, open_quote, start = [], 0, None, 0
     for i, ch in enumerate(text):
-        if quote:
-            quote = None if ch == quote else quote
+        if open_quote:
+            open_quote = None if ch == open_quote else open_quote
         elif ch in "\"'":
-            quote = ch
+            open_quote = ch
         elif ch in "[{":
             depth += 1
         elif ch in "]}":
@@ -110,7 +110,7 @@ def _split_values(text: str) -> list[str]:
             start = i + 1
     out.append(text[start:])
     if any(not v.strip() for v in out):
-        raise SweepError(f"--vary value list {text!r} has an empty value")
+        raise SweepError(f"--vary value list {quote(text)} has an empty value")
     return [v.strip() for v in out]
 
 

@@ -36,8 +36,8 @@ from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wss.errors import WssError
-from wss.files import atomic_write_text
+from wss.errors import WssError, quote, shorten
+from wss.files import InputError, atomic_write_text, read_input
 from wss.model.result.results import Result
 from wss.model.scenario import Scenario, load_scenario
 
@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 FORMAT: Final = "wss-baseline/1"
+#: The largest baseline file wss reads (one is a few kB: the metrics and the resolved scenario).
+MAX_BASELINE_BYTES: Final = 8 * 2**20
 
 #: Verdicts.  REGRESSED and MISSING fail a check; the others are listed but do not fail it.
 OK = "ok"
@@ -226,9 +228,9 @@ def save_baseline(baseline: Baseline, path: str | Path) -> Path:
 
 
 def _refresh_hint(scenario_path: str | Path | None, baselines_dir: Path) -> str:
-    scen = scenario_path if scenario_path is not None else "SCENARIO.yaml"
-    return (f"run `wss check {scen} --baselines {baselines_dir}/ --update` "
-            f"(or `wss baseline {scen} -o {baselines_dir}/`)")
+    scen = shorten(str(scenario_path)) if scenario_path is not None else "SCENARIO.yaml"
+    folder = shorten(str(baselines_dir))
+    return f"run `wss check {scen} --baselines {folder}/ --update` (or `wss baseline {scen} -o {folder}/`)"
 
 
 def load_baseline(path: str | Path, scenario_path: str | Path | None = None) -> Baseline:
@@ -242,22 +244,36 @@ def load_baseline(path: str | Path, scenario_path: str | Path | None = None) -> 
         The file is not a valid baseline.
     """
     path = Path(path)
+    shown = shorten(str(path))
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path, MAX_BASELINE_BYTES, starts_with=b"{").decode("utf-8")
     except FileNotFoundError:
-        what = f" for {scenario_path}" if scenario_path is not None else ""
+        what = f" for {shorten(str(scenario_path))}" if scenario_path is not None else ""
         raise MissingBaseline(
-            f"no baseline{what}: {path} does not exist; to record it, {_refresh_hint(scenario_path, path.parent)}"
+            f"no baseline{what}: {shown} does not exist; to record it, {_refresh_hint(scenario_path, path.parent)}"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckError(f"{path}: cannot read baseline: {exc}") from None
+    except (OSError, UnicodeDecodeError, InputError) as exc:
+        raise CheckError(f"{shown}: cannot read baseline: {shorten(str(exc))}") from None
     try:
-        return Baseline.model_validate_json(text)
-    except ValidationError as exc:
+        return Baseline.model_validate(json.loads(text, parse_constant=_not_finite, parse_float=_finite))
+    except ValidationError as exc:  # before ValueError, its base class
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "<top level>"
-        raise CheckError(f"{path}: not a {FORMAT} file ({where}: {first['msg']}); "
-                         f"{_refresh_hint(scenario_path, path.parent)}") from None
+        where = shorten(".".join(str(p) for p in first["loc"]) or "<top level>")
+        problem = f"{where}: {shorten(first['msg'])}"
+    except (ValueError, RecursionError) as exc:  # not JSON, NaN or 1e999 (wss records finite numbers), too deep
+        problem = "nested too deep" if isinstance(exc, RecursionError) else shorten(str(exc))
+    raise CheckError(f"{shown}: not a {FORMAT} file ({problem}); {_refresh_hint(scenario_path, path.parent)}")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {shorten(text, 40)} is not finite")
+    return value
+
+
+def _not_finite(text: str) -> float:
+    raise ValueError(f"{text} is not a number wss records")
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -278,7 +294,8 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 def _scenario_diff(old: dict[str, Any], new: dict[str, Any], limit: int = 3) -> str:
     a, b = _flatten(old), _flatten(new)
     keys = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
-    shown = [f"{k}: {a.get(k, '<absent>')!r} -> {b.get(k, '<absent>')!r}" for k in keys[:limit]]
+    shown = [f"{shorten(k)}: {shorten(repr(a.get(k, '<absent>')))} -> {shorten(repr(b.get(k, '<absent>')))}"
+             for k in keys[:limit]]
     if len(keys) > limit:
         shown.append(f"+{len(keys) - limit} more")
     return "; ".join(shown) if shown else "no field differs, but the hash does"
@@ -364,7 +381,7 @@ def _tolerance_for(name: str, rtol: float, tolerances: Mapping[str, float]) -> f
 
 def _check_rtol(value: float, what: str) -> None:
     if not (math.isfinite(value) and value >= 0):
-        raise CheckError(f"{what}: a relative tolerance is a finite number >= 0, got {value!r}")
+        raise CheckError(f"{what}: a relative tolerance is a finite number >= 0, got {quote(value)}")
 
 
 def _verdict(base: float | str, now: float | str, spec: MetricSpec, rtol: float,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from wss.errors import shorten
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan import Plan
 from wss.model.plan.activation_store import offload_bytes
@@ -55,7 +56,9 @@ def _headline(s: Scenario, params: int, nnz: int) -> str:
     sparsity = 1 - nnz / params if params else 0.0
     seq = f" x {s.seq_len} tokens" if s.workload.model.input == "tokens" else ""
     return (
-        f"{s.name}: {hw.wafers} x {hw.wafer.name}, {s.workload.model.name} ({si(params)} params, "
+        # Names are the user's: cut to one short line (wss.errors.shorten), as error messages cut them.
+        f"{shorten(s.name)}: {hw.wafers} x {shorten(hw.wafer.name)}, {shorten(s.workload.model.name)} "
+        f"({si(params)} params, "
         f"{sparsity:.0%} sparse), batch {tr.global_batch}{seq}, {tr.optimizer}"
     )
 
@@ -65,7 +68,8 @@ def _limits_line(hw: HardwareConfig) -> list[str]:
     if not hw.allow_beyond_published_limits:
         return []
     return [
-        f"  what-if      hardware.allow_beyond_published_limits: {hw.wafers} x {hw.wafer.name} is not held to "
+        f"  what-if      hardware.allow_beyond_published_limits: {hw.wafers} x {shorten(hw.wafer.name)} is not "
+        "held to "
         "the largest published cluster"
     ]
 
@@ -148,7 +152,7 @@ def _overrides_line(overrides: Sequence[str]) -> list[str]:
     """One line naming the ``--set`` overrides, when there are any: the name in the headline is the file's."""
     if not overrides:
         return []
-    shown = ", ".join("=".join(part.strip() for part in o.partition("=")[::2]) for o in overrides)
+    shown = ", ".join(shorten("=".join(part.strip() for part in o.partition("=")[::2])) for o in overrides)
     return [f"  overrides    {shown} (--set on top of the scenario file; the line above includes them)"]
 
 

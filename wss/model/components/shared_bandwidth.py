@@ -23,9 +23,11 @@ does the work, so an uncontended transfer costs one timeout.
 from __future__ import annotations
 
 import heapq
+import math
 
 import simpy
 
+from wss.errors import SimulatedTimeOverflow
 from wss.model.components.part import Process
 
 __all__ = ["SharedBandwidth"]
@@ -103,8 +105,10 @@ class SharedBandwidth:
             self._weight = 0.0  # and no rounding of fractional weights carries over
             return
         gen = self._timer_gen
-        delay = max(0.0, (self._heap[0][0] - self._virtual) * self._weight / self.bandwidth_Bps)
-        timer = self.env.timeout(delay)
+        delay = (self._heap[0][0] - self._virtual) * self._weight / self.bandwidth_Bps
+        if not math.isfinite(self.env.now + delay):  # an end at infinity (or NaN) would re-arm at once, forever
+            raise SimulatedTimeOverflow.on(self.name, self.env.now, self.bandwidth_Bps)
+        timer = self.env.timeout(max(0.0, delay))
         timer.callbacks.append(lambda _ev: self._on_timer(gen))
 
     def _on_timer(self, gen: int) -> None:

@@ -24,7 +24,7 @@ from pydantic import (
     model_serializer,
 )
 
-from wss.files import atomic_write_text
+from wss.files import atomic_write_text, read_input
 from wss.model.plan.choice import PlanChoice
 from wss.model.plan.pacing import BREAKDOWN_CATEGORIES as BREAKDOWN_CATEGORIES
 from wss.model.plan.pacing import PACING_TOLERANCE as PACING_TOLERANCE
@@ -54,11 +54,18 @@ __all__ = [
     "PACING_TOLERANCE",
     "RATE_CAUSES",
     "RECORD_SECONDS",
+    "MAX_RESULT_BYTES",
     "records_breakdown_s",
     "pass_pacing",
     "paced_by",
     "bound_category",
 ]
+
+#: The largest result.json wss reads: 1 GB.  A run within the work bound (docs/limits.md) writes far less
+#: (GPT-3 175B: 115 kB, Brain 120T: 2.5 MB); the limit keeps ``wss report
+#: /dev/zero`` from reading until memory runs out.
+MAX_RESULT_BYTES = 2**30
+
 
 class _Data(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -437,4 +444,6 @@ class Result(_Data):
 
     @classmethod
     def load(cls, path: str | Path) -> Result:
-        return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        """Read a result.json; a file past :data:`MAX_RESULT_BYTES` (or ``/dev/zero``) raises
+        :class:`~wss.files.InputError` before it is read whole."""
+        return cls.model_validate_json(read_input(path, MAX_RESULT_BYTES, starts_with=b"{").decode("utf-8"))

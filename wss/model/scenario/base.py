@@ -49,6 +49,8 @@ __all__ = [
     "IDLE_POWER",
     "EFFICIENCY",
     "WIDTH",
+    "FAULT_FACTOR",
+    "FAULT_FACTOR_WHY",
 ]
 
 
@@ -151,3 +153,10 @@ IDLE_POWER = Range(0.0, 1e7, "W")
 WIDTH = Range(1, 10_000_000)
 #: An efficiency: 0.1% to 100% of the ideal (below 0.1% a run's times overflow).
 EFFICIENCY = Range(MIN_EFFICIENCY, 1.0)
+#: A fault's factor on one part's rate or time (faults.links, faults.shards, faults.stragglers): 1e-3 to 1,000.
+FAULT_FACTOR = Range(MIN_EFFICIENCY, 1e3)
+#: Why a fault factor stops at 1e-3.
+FAULT_FACTOR_WHY = (
+    "below 1e-3 the part is out of service rather than slow, which faults.nodes models; nearer 0 the run's "
+    "times overflow and a factor of 5e-324 would make them infinite"
+)

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from wss.errors import FieldProblem
-from wss.model.scenario.base import BANDWIDTH, Frozen, Integer, Range, Real, bounded
+from wss.model.scenario.base import BANDWIDTH, FAULT_FACTOR, FAULT_FACTOR_WHY, Frozen, Integer, Range, Real, bounded
 from wss.model.scenario.hardware import SwarmXConfig
 from wss.model.scenario.validation_errors import did_you_mean
 
@@ -47,7 +47,8 @@ class Straggler(Frozen):
 
     wafer: Integer = bounded(description="Index of the wafer, 0 to hardware.wafers - 1.", within=Range(0, 1e6))
     slowdown: Real = bounded(description="Factor on the wafer's compute time (1.5: 50% slower).",
-                               within=Range(0.0, 1e3, open_low=True))
+                             within=FAULT_FACTOR, why="below 1e-3 a wafer would be a thousand times faster than "
+                             "its preset, a typo; nearer 0 its compute would take no time at all")
 
 
 class LinkFault(Frozen):
@@ -55,7 +56,7 @@ class LinkFault(Frozen):
 
     edge: str = Field(description="Edge name, swarmx.l<level>.<child> (wss validate lists them).")
     bandwidth_factor: Real = bounded(description="Factor on the edge's bandwidth (0.5: half rate).",
-                                       within=Range(0.0, 1e3, open_low=True))
+                                     within=FAULT_FACTOR, why=FAULT_FACTOR_WHY)
 
 
 class NodeFault(Frozen):
@@ -74,7 +75,7 @@ SHARD_RATES = ("dram", "flash", "network", "optimizer")
 
 def _shard_factor(what: str) -> Any:
     return bounded(1.0, description=f"Factor on this shard's {what} (0.5: half rate; 1: unchanged).",
-                   within=Range(0.0, 1e3, open_low=True))
+                   within=FAULT_FACTOR, why=FAULT_FACTOR_WHY)
 
 
 class ShardFault(Frozen):

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wss.errors import FieldProblem, ScenarioError, quote, shorten
+from wss.files import InputError, read_input
 from wss.model.scenario.faults import DEFAULT_STORAGE, fault_problems
 from wss.model.scenario.limits import work_checks
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PresetNotFound, load_model_preset, load_part_preset
@@ -144,11 +145,12 @@ def _read_source(source: Any, overridden: bool) -> tuple[str, Any, dict[tuple[st
     path = Path(source)
     label = str(path)
     try:
-        if path.stat().st_size > LIMITS.text_bytes:
-            raise ScenarioError(label, [FieldProblem("", "larger than 8 MB; a scenario is a small text file")])
-        text = path.read_text(encoding="utf-8")
+        # At most 8 MB is read, whatever the path is: /dev/zero or an endless pipe is refused, not read whole.
+        text = read_input(path, LIMITS.text_bytes).decode("utf-8")
     except FileNotFoundError:
         raise ScenarioError(label, [FieldProblem("", "no such file")]) from None
+    except InputError as exc:
+        raise ScenarioError(label, [FieldProblem("", f"refused: {exc}; a scenario is a small text file")]) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a path with a NUL byte
         raise ScenarioError(label, [FieldProblem("", f"cannot read: {shorten(str(exc))}")]) from None
     return label, safe_load_text(text, label), line_map(text)

@@ -137,11 +137,17 @@ _Loader.add_implicit_resolver(
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    """Build a mapping, refusing a key given twice (YAML would silently keep the last)."""
+    """Build a mapping, refusing a key given twice (YAML would silently keep the last) and a key that is a
+    list or a mapping (``? [1, 2]``): no scenario field is named by one, and Python cannot hash it."""
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` keys may be overridden; not duplicates
             continue
+        if not isinstance(key_node, yaml.ScalarNode):
+            what = "a list" if isinstance(key_node, yaml.SequenceNode) else "a mapping"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a name or a number, not {what}", key_node.start_mark
+            )
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in seen:
