@@ -17,6 +17,7 @@ import pytest
 import wss
 from wss.cli import main
 from wss.views.html_report import CheckedScenario, check_page, figure_svg, result_page
+from wss.views.report import format_totals
 from wss.views.summary import fmt_time, format_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,7 @@ def test_page_holds_every_section(result_file: Path, page: str):
     assert page.count("alternative ") == len(result.plan_choice.alternatives)
     for name in {r.name for r in result.records}:  # the per-kernel table
         assert f"<td>{name}</td>" in page
+    assert f"<pre>{html.escape(format_totals(result))}</pre>" in page  # and its totals
     for category, seconds in result.breakdown_s.items():
         if seconds > 0:
             assert f"<td>{category}</td><td class=\"num\">{fmt_time(seconds)}</td>" in page

@@ -37,7 +37,7 @@ _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri '
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 78rem; padding: 0 1rem; color: #222; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ccc; }
-pre { background: #f6f6f6; padding: 0.75rem; overflow-x: auto; font-size: 0.85rem; }
+pre { background: #f6f6f6; padding: 0.75rem; white-space: pre-wrap; font-size: 0.85rem; }
 table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
 th, td { padding: 0.2rem 0.6rem; border-bottom: 1px solid #e4e4e4; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -148,13 +148,13 @@ def _breakdown_section(result: Result) -> str:
 
 def _kernel_section(result: Result) -> str:
     """Every kernel's time per step, longest first (``wss report --by kernel --sort duration --limit 0``)."""
-    from wss.views.report import group_rows, kernel_table, sort_rows, table_cells
+    from wss.views.report import format_totals, group_rows, kernel_table, sort_rows, table_cells
 
     rows = sort_rows(group_rows(kernel_table(result), "kernel", steps=len(result.steps)), "duration")
     header, aligns, cells = table_cells(rows, "kernel")
     return ('<h2 id="kernels">Per kernel (per step, longest first)</h2>\n'
-            "<p>The table of <code>wss report RESULT.json --by kernel --sort duration --limit 0</code>: a folded "
-            "run's repeated passes are counted in full.</p>\n" + _table(header, cells, aligns))
+            "<p>The table of <code>wss report RESULT.json --by kernel --sort duration --limit 0</code>.</p>\n"
+            + _table(header, cells, aligns) + f"\n<pre>{_esc(format_totals(result))}</pre>")
 
 
 def _figures_section(result: Result) -> str:
