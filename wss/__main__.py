@@ -4,4 +4,5 @@ import sys
 
 from wss.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a sweep's worker processes re-import this module: they must not run the command
+    sys.exit(main())
