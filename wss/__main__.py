@@ -4,4 +4,5 @@ import sys
 
 from wss.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (tools, a worker process) does not run the command
+    sys.exit(main())

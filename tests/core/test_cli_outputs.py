@@ -35,6 +35,9 @@ CASES = {
         ["simulate", FC_MNIST, "-o", "{d}/ok", "--trace", "--plots", "{d}/afile/p", "--verdict"], "{d}/afile/p"),
     "report-csv-under-a-file": (["report", "{result}", "--csv", "{d}/afile/x.csv"], "{d}/afile/x.csv"),
     "report-csv-is-a-folder": (["report", "{result}", "--csv", "{d}/adir"], "{d}/adir"),
+    "report-html-under-a-file": (["report", "{result}", "--html", "{d}/afile/sub/r.html", "--verdict"],
+                                 "{d}/afile/sub/r.html"),
+    "report-html-is-a-folder": (["report", "{result}", "--html", "{d}/adir"], "{d}/adir"),
     "plot-out-is-a-file": (["plot", "{result}", "-o", "{d}/afile"], "{d}/afile"),
     "plot-out-under-a-file": (["plot", "{result}", "-o", "{d}/afile/pp"], "{d}/afile/pp"),
     "sweep-out-under-a-file": ([*SWEEP, "-o", "{d}/afile/r.csv"], "{d}/afile/r.csv"),
@@ -44,6 +47,10 @@ CASES = {
     "baseline-out-under-a-file": (["baseline", FC_MNIST, "-o", "{d}/afile/b"], "{d}/afile/b"),
     "check-update-baselines-under-a-file": (["check", FC_MNIST, "--update", "--baselines", "{d}/afile/b"],
                                             "{d}/afile/b"),
+    "check-html-under-a-file": (["check", FC_MNIST, "--baselines", "{d}/b", "--html", "{d}/afile/c.html"],
+                                "{d}/afile/c.html"),
+    "check-html-is-a-folder": (["check", FC_MNIST, "--update", "--baselines", "{d}/b", "--html", "{d}/adir"],
+                               "{d}/adir"),
 }
 
 

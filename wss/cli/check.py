@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from wss.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, non_negative, print_error, relabel
 from wss.errors import WssError, quote
-from wss.files import all_or_nothing, ensure_dir
+from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 
 if TYPE_CHECKING:  # the studies and the model are imported when a command runs, so `wss --help` stays fast
     from wss.studies.check import Comparison
@@ -80,6 +80,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     chk.add_argument("--json", action="store_true",
                      help="print one JSON document: each scenario's status and every metric compared (errors "
                           "still go to stderr; the exit code is the same)")
+    chk.add_argument("--html", type=Path, default=None, metavar="FILE",
+                     help="also write the table of every scenario and metric as one self-contained HTML page "
+                          "(for CI artifacts; written whatever the exit code)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             ensure_dir(args.out)
         elif args.update:
             ensure_dir(args.baselines)
+        if getattr(args, "html", None) is not None:
+            ensure_file_target(args.html)
         code = _record(args.scenarios, args.out) if args.command == "baseline" else _check(args)
         if code != EXIT_OK:
             outputs.rollback()  # removes a folder made above only if nothing was written in it
@@ -165,9 +170,11 @@ def _check(args: argparse.Namespace) -> int:
     counts: Counter[str] = Counter()
     comparisons: list[Comparison] = []
     entries: list[dict[str, Any]] = []
+    shown: list[tuple[dict[str, Any], Comparison | None]] = []  # for --html
     for path in args.scenarios:
         entry, comparison = _check_one(path, args, tolerances)
         entries.append(entry)
+        shown.append((entry, comparison))
         counts[entry["status"]] += 1
         code = max(code, {"regressed": EXIT_REGRESSED, "error": EXIT_BAD_INPUT}.get(entry["status"], EXIT_OK))
         if comparison is not None:
@@ -180,12 +187,35 @@ def _check(args: argparse.Namespace) -> int:
                         "(see the metric names with --all)")
             code = EXIT_BAD_INPUT
     order = ("updated", "unchanged", "error") if args.update else ("ok", "regressed", "error")
+    summary = ", ".join(f"{counts[k]} {'errors' if k == 'error' else k}" for k in order)
     if args.json:
         print(json.dumps({"exit_code": code, "counts": {k: counts[k] for k in order},
                           "unmatched_metrics": sorted(unmatched), "scenarios": entries}, indent=1))
     elif len(args.scenarios) > 1:
-        print("wss check: " + ", ".join(f"{counts[k]} {'errors' if k == 'error' else k}" for k in order))
+        print("wss check: " + summary)
+    if getattr(args, "html", None) is not None:
+        _write_html(args.html, shown, summary, code, quiet=args.json)
     return code
+
+
+def _write_html(path: Path, shown: list[tuple[dict[str, Any], Comparison | None]], summary: str, code: int,
+                quiet: bool) -> None:
+    """``--html``: every scenario's status and every metric compared, as one page (a CI artifact)."""
+    from wss.studies.check import TABLE_HEADER, table_cells
+    from wss.views.html_report import CheckedScenario, write_check_page
+
+    pages = []
+    for entry, comparison in shown:
+        note = entry.get("note", "")
+        if comparison is not None and comparison.baseline_version != comparison.current_version:
+            note = f"baseline recorded with wss {comparison.baseline_version}, now wss {comparison.current_version}"
+        pages.append(CheckedScenario(entry["scenario_file"], entry["baseline_file"], entry["status"],
+                                     header=TABLE_HEADER if comparison is not None else (),
+                                     rows=tuple(table_cells(comparison.rows)) if comparison is not None else (),
+                                     error=entry.get("error"), note=note))
+    written = write_check_page(path, pages, summary, code)
+    if not quiet:
+        print(f"wrote {written}")
 
 
 def _check_one(path: Path, args: argparse.Namespace,

@@ -73,6 +73,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                           "micro-batches included (also for --csv); --group is the same option")
     rep.add_argument("--verdict", action="store_true",
                      help="say what bounds the step and re-simulate to find the change that helps most")
+    rep.add_argument("--html", type=Path, default=None, metavar="FILE",
+                     help="also write one self-contained HTML page: summary, plan, where the time went, "
+                          "per-kernel table, figures (inline SVG), the verdict with --verdict, how to open the "
+                          "trace; it loads nothing from the network")
     add_quiet_argument(rep)
 
 
@@ -209,6 +213,10 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         raise SeeInputError("--csv - prints the CSV on standard output, where --verdict would print too; "
                             "write the CSV to a file")
     result = load_result(args.result)
+    html = getattr(args, "html", None)
+    if html is not None:
+        with all_or_nothing():  # a bad --html path fails before anything is printed or re-simulated
+            ensure_file_target(html)
     group = getattr(args, "group", "pass")
     rows = group_rows(kernel_table(result), group, steps=len(result.steps))
     if to_stdout:
@@ -225,8 +233,13 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
         print(format_totals(result), file=out)
         if args.csv is not None:
             print(f"wrote {path}", file=out)
-    if args.verdict:
-        _print_verdict(result, args, out)
+    verdict = _print_verdict(result, args, out) if args.verdict else None
+    if html is not None:
+        from wss.views.html_report import write_result_page
+
+        page = write_result_page(html, result, verdict, source=str(args.result))
+        if not args.quiet:
+            print(f"wrote {page}", file=out)
     return 0
 
 
@@ -239,10 +252,12 @@ def run_verdict(result: Result, quiet: bool = False) -> Any:
         return verdict(result, progress=bar)
 
 
-def _print_verdict(result: Result, args: argparse.Namespace, out: TextIO) -> None:
-    v = run_verdict(result, quiet=args.quiet)
+def _print_verdict(result: Result, args: argparse.Namespace, out: TextIO) -> str:
+    """Run the verdict, print it (unless quiet) and return its text."""
+    text: str = run_verdict(result, quiet=args.quiet).format()
     if not args.quiet:
-        print(v.format(), file=out)
+        print(text, file=out)
+    return text
 
 
 def wants_cluster(args: argparse.Namespace) -> bool:

@@ -69,6 +69,8 @@ __all__ = [
     "ensure_fresh",
     "compare",
     "check_scenario",
+    "TABLE_HEADER",
+    "table_cells",
     "format_table",
 ]
 
@@ -512,6 +514,16 @@ def _fmt_tolerance(row: Row) -> str:
     return f"±{row.rtol * 100:g}%"
 
 
+#: Columns of :func:`format_table` and :func:`table_cells`.
+TABLE_HEADER: Final = ("metric", "baseline", "now", "change", "tolerance", "verdict")
+
+
+def table_cells(rows: Iterable[Row]) -> list[tuple[str, ...]]:
+    """The cells of :func:`format_table`'s rows (:data:`TABLE_HEADER` columns), also for the HTML page."""
+    return [(r.metric, _fmt_value(r.baseline, r.unit), _fmt_value(r.now, r.unit), _fmt_change(r), _fmt_tolerance(r),
+             r.verdict if r.gated or r.verdict == OK else f"{r.verdict} (not gated)") for r in rows]
+
+
 def format_table(comparison: Comparison, all_rows: bool = False) -> str:
     """A text table: metric, baseline, now, change, tolerance, verdict.
 
@@ -521,15 +533,9 @@ def format_table(comparison: Comparison, all_rows: bool = False) -> str:
     rows = comparison.rows if all_rows else comparison.notable
     if not rows:
         return ""
-    header = ("metric", "baseline", "now", "change", "tolerance", "verdict")
-    cells = [header] + [
-        (r.metric, _fmt_value(r.baseline, r.unit), _fmt_value(r.now, r.unit), _fmt_change(r), _fmt_tolerance(r),
-         r.verdict if r.gated or r.verdict == OK else f"{r.verdict} (not gated)")
-        for r in rows
-    ]
     from wss.views.table import text_table
 
-    lines = text_table(cells[0], cells[1:])
+    lines = text_table(TABLE_HEADER, table_cells(rows))
     if comparison.baseline_version != comparison.current_version:
         versions = f"wss {comparison.baseline_version}, now wss {comparison.current_version}"
         lines.append(f"(baseline recorded with {versions})")

@@ -25,7 +25,7 @@ from wss.views.summary import fmt_bytes, fmt_time
 from wss.views.table import text_table
 
 __all__ = ["COLUMNS", "GROUP_COLUMNS", "GROUPS", "SORT_KEYS", "kernel_table", "group_rows", "sort_rows",
-           "format_table", "format_totals", "table_csv", "write_csv"]
+           "table_cells", "format_table", "format_totals", "table_csv", "write_csv"]
 
 _SECONDS = tuple(RECORD_SECONDS.values())  # compute_s, stall_stream_s, ...
 
@@ -203,24 +203,37 @@ _GROUP_TEXT_COLUMNS: tuple[tuple[str, str, str, Any], ...] = (
 )
 
 
+def _columns(group: str) -> tuple[tuple[str, str, str, Any], ...]:
+    """(header, alignment, key, formatter) of each column of a ``group`` table."""
+    where = ("where", "<", "where", str)
+    if group == "pass":
+        return _TEXT_COLUMNS
+    if group == "kernel":
+        return (where, ("kernel", "<", "kernel", str), ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
+    if group == "layer":
+        return (where, ("layer", "<", "layer", lambda v: v or "-"), ("kernels", "<", "kernel", str),
+                ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
+    return (where, ("phase", "<", "phase", str), ("kernels", "<", "kernel", str), *_GROUP_TEXT_COLUMNS)
+
+
+def table_cells(rows: Sequence[dict[str, Any]], group: str = "pass") -> tuple[list[str], str, list[list[str]]]:
+    """The headers, alignments (``"<"``/``">"`` per column) and cell strings of :func:`format_table`'s table.
+
+    For other renderings of the same table (the HTML report), so every one shows the same figures.
+    """
+    columns = _columns(group)
+    cells = [[fmt(row[key]) for _, _, key, fmt in columns] for row in rows]
+    return [h for h, *_ in columns], "".join(a for _, a, *_ in columns), cells
+
+
 def format_table(rows: Sequence[dict[str, Any]], limit: int | None = 50, group: str = "pass") -> str:
     """Aligned text table of the first ``limit`` rows (all when ``limit`` is None or 0).
 
     ``group`` says what the rows are: :func:`kernel_table`'s (``"pass"``) or :func:`group_rows`'s.
     """
-    where = ("where", "<", "where", str)
-    if group == "pass":
-        columns = _TEXT_COLUMNS
-    elif group == "kernel":
-        columns = (where, ("kernel", "<", "kernel", str), ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
-    elif group == "layer":
-        columns = (where, ("layer", "<", "layer", lambda v: v or "-"), ("kernels", "<", "kernel", str),
-                   ("phases", "<", "phase", str), *_GROUP_TEXT_COLUMNS)
-    else:
-        columns = (where, ("phase", "<", "phase", str), ("kernels", "<", "kernel", str), *_GROUP_TEXT_COLUMNS)
     shown = list(rows if not limit else rows[:limit])
-    cells = [[fmt(row[key]) for _, _, key, fmt in columns] for row in shown]
-    out = text_table([h for h, *_ in columns], cells, [a for _, a, *_ in columns])
+    headers, aligns, cells = table_cells(shown, group)
+    out = text_table(headers, cells, aligns)
     if len(shown) < len(rows):
         out.append(f"... {len(rows) - len(shown)} more rows (use --limit 0 for all, or --csv FILE)")
     return "\n".join(out)
