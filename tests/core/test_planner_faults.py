@@ -95,3 +95,29 @@ def test_under_a_node_down_auto_plans_the_larger_shards_on_the_wafers_still_reac
     auto = wss.simulate(down)
     assert list(auto.plan_choice.chosen.micro_batches) == list(ranked[0].micro_batches)
     assert auto.step_time_s <= min(_simulated_steps(down, ranked[1:4])) * 1.01
+
+
+@pytest.mark.parametrize(("faults", "named"), [
+    ({"stragglers": [{"wafer": 1, "slowdown": 1.5}]}, ["wafer 1 1.5x slower"]),
+    ({"links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]}, ["edge swarmx.l1.1 at 0.5x bandwidth"]),
+    ({"jitter": {"sigma": 0.05}}, ["compute jitter lognormal sigma 0.05"]),
+    ({"shards": [{"shard": 0, "dram_factor": 0.5}]}, []),  # priced: MemoryX's rates at the slowest shard's
+])
+def test_the_estimate_and_the_plan_name_the_faults_they_leave_out(faults, named, capsys):
+    """The analytic level prices a slow shard and a node down; it names every other fault it leaves out."""
+    import json
+
+    from core_helpers import SCENARIOS
+
+    from wss.cli import main
+
+    scenario = SCENARIOS / "fc_mnist.yaml"  # 4 wafers under one SwarmX node: edges swarmx.l1.0-3
+    est = wss.estimate(wss.load_scenario(scenario, {f"faults.{k}": v for k, v in faults.items()}))
+    assert est.faults_left_out == named
+    assert main(["plan", str(scenario), "--json", "--top", "0",
+                 *(f"--set=faults.{k}={json.dumps(v)}" for k, v in faults.items())]) == 0
+    assert json.loads(capsys.readouterr().out)["faults_left_out"] == named
+    assert main(["estimate", str(scenario), *(f"--set=faults.{k}={json.dumps(v)}" for k, v in faults.items())]) == 0
+    text = capsys.readouterr().out
+    assert ("not in this estimate (wss simulate prices them): " + ", ".join(named) in text) if named else \
+        "not in this estimate" not in text

@@ -91,6 +91,9 @@ def format_estimate(est: Estimate) -> str:
         if v > 0:
             lines.append(f"    {c:<10} {fmt_time(v):>12}  {v / est.step_time_s:6.1%}")
     lines.append("  terms: " + ", ".join(f"{k} {fmt_time(v)}" for k, v in est.terms_s.items() if v > 0))
+    if est.faults_left_out:
+        left = ", ".join(est.faults_left_out)
+        lines.append(f"  faults       not in this estimate (wss simulate prices them): {left}")
     return "\n".join(lines)
 
 

@@ -43,6 +43,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``plan``; return the exit code."""
     from wss.model.plan import make_plan, rank_candidates
+    from wss.model.plan.analytic.faults import left_out
     from wss.model.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
@@ -54,9 +55,13 @@ def run(args: argparse.Namespace) -> int:
         rows = [c.model_dump(mode="json") | ({"simulated_step_time_s": simulated[i]} if simulated else {})
                 for i, c in enumerate(shown)]
         print(json.dumps({"scenario": scenario.name, "reason": choice.reason, "candidates_ranked": choice.candidates,
-                          "searched": list(choice.searched), "shown": rows}, indent=1))
+                          "searched": list(choice.searched), "faults_left_out": left_out(scenario.faults),
+                          "shown": rows}, indent=1))
         return EXIT_OK
     print(format_candidates(scenario.name, choice, shown, simulated))
+    unpriced = left_out(scenario.faults)
+    if unpriced:
+        print(f"  faults: the analytic step times leave out {', '.join(unpriced)} (wss simulate prices them)")
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wss.model.plan import Plan, make_plan
 from wss.model.plan.analytic import TERMS, StepModel
+from wss.model.plan.analytic.faults import left_out
 from wss.model.plan.pacing import bound_category
 from wss.model.scenario import Scenario, load_scenario
 
@@ -51,6 +52,11 @@ class Estimate(BaseModel):
     tokens_per_sample: int = Field(description="Tokens in one sample (1 for feature models).")
     buffered_chunks: int = Field(
         description="Chunks the buffers hold past the slowest stage of the first kernel's way down (caps the lead)."
+    )
+    faults_left_out: list[str] = Field(
+        default_factory=list,
+        description="The scenario's faults the estimate does not price (a straggler, a slow edge, jitter, slow "
+        "flash reads, failures), in words; a slow MemoryX shard and a node that is down are priced.",
     )
 
     @property
@@ -86,4 +92,5 @@ def estimate_plan(plan: Plan) -> Estimate:
         micro_batches=len(plan.micro_batches),
         tokens_per_sample=plan.tokens_per_sample if s.workload.model.input == "tokens" else 1,
         buffered_chunks=step.buffered_chunks,
+        faults_left_out=left_out(s.faults),
     )
