@@ -289,3 +289,24 @@ def test_docs_limits_lists_every_range_as_the_fields_state_it():
         if match and f"| `{path}` | {match.group(1)} |" not in doc:
             missing.append(path)
     assert missing == []
+
+
+def test_tiny_offload_chunks_are_refused_on_the_plan_the_run_would_simulate(capsys):
+    """GPT-3 175B with 1 KB chunks under activation offload: the scenario's estimate (weights only, capped
+    by simulation.max_chunks_per_kernel) passes, but its block inputs would travel in 128-byte chunks, tens
+    of millions a step; simulate and validate both refuse it, naming the field, before anything runs."""
+    from wss.cli import main
+    from wss.errors import ScenarioError
+    from wss.model.simulate import check_work
+
+    s = wss.load_scenario(GPT3, {"simulation.chunk_bytes": 1024})  # the scenario-level bound accepts it
+    with pytest.raises(ScenarioError) as exc:
+        wss.simulate(s)
+    (problem,) = exc.value.problems
+    assert problem.path == "simulation.chunk_bytes"
+    assert "of offloaded activations" in problem.message and f"at most {MAX_CHUNK_PASSES:,}" in problem.message
+    assert main(["validate", str(GPT3), "--set", "simulation.chunk_bytes=1024"]) == 2
+    assert "simulation.chunk_bytes: the run would simulate" in capsys.readouterr().err
+    check_work(wss.load_scenario(GPT3))  # the shipped chunk size is well within the bound
+    blocks = wss.load_scenario(GPT3, {"simulation.chunk_bytes": 1024, "training.activation_checkpointing": "blocks"})
+    check_work(blocks)  # without offload the same chunk size moves few chunks: accepted

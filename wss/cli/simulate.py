@@ -117,11 +117,13 @@ def _print_json(args: argparse.Namespace, result: Result, files: list[Path]) -> 
 def _validate(args: argparse.Namespace) -> int:
     from wss.model.plan import make_plan
     from wss.model.scenario import load_scenario
+    from wss.model.simulate import check_work
     from wss.views.summary import format_plan
 
     try:
         scenario = load_scenario(args.scenario, args.overrides)
         plan = make_plan(scenario)
+        check_work(scenario)  # the run's work counted on the plan it would simulate, as simulate refuses it
     except WssError as exc:
         if args.json:
             from wss.views.json_summary import error_summary

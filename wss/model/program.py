@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from wss.model.machine.figures import block_input_bytes_per_token, offload_chunks
 from wss.model.plan import Plan
+from wss.model.plan.micro_batching import block_input_widths
 from wss.model.workload import StreamedKernel
 
-__all__ = ["Pass", "build_program", "gradient_passes", "updated_kernels"]
+__all__ = ["Pass", "build_program", "gradient_passes", "updated_kernels", "offload_bytes_per_token", "chunk_passes"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +89,36 @@ def gradient_passes(program: Sequence[Pass]) -> dict[tuple[int, int, int], int]:
 def updated_kernels(program: Sequence[Pass]) -> set[int]:
     """Kernels whose gradient the program sends (and so updates): with layer folding, not those left out."""
     return {p.kernel for p in program if p.kernel is not None and p.phase == "backward"}
+
+
+def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
+    """With activation offload: the op position starting each block -> its input's bytes per token (what
+    the block's forward pass sends out of the wafer and its recompute reads back)."""
+    if plan.checkpointing != "offload":
+        return {}
+    per_token = block_input_bytes_per_token(plan.scenario, block_input_widths(plan.ops))
+    starts: dict[int, int] = {}
+    for pos, op in enumerate(plan.ops):
+        if op.block is not None:
+            starts.setdefault(op.block, pos)
+    return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
+
+
+def chunk_passes(plan: Plan, program: Sequence[Pass]) -> tuple[int, int]:
+    """The chunk passes a run of ``program`` makes on one wafer's path: (weight chunks, offloaded activation
+    chunks).
+
+    Each streamed pass moves its kernel's chunks (down, and in a backward pass as many gradient chunks up
+    beside them); with activation offload each block's forward sends its input out and its recompute reads
+    it back, in chunks of :func:`~wss.model.machine.figures.offload_chunk_bytes`.  This is the run's work
+    after folding: the program lists only the passes simulated.
+    """
+    weights = 0
+    for p in program:
+        if p.streamed and p.kernel is not None:
+            weights += plan.kernels[p.kernel].n_chunks
+    offload = offload_bytes_per_token(plan)
+    chunk_bytes = plan.scenario.simulation.chunk_bytes
+    activations = sum(offload_chunks(offload[p.op] * p.tokens, chunk_bytes) for p in program
+                      if p.op in offload and p.phase in ("forward", "recompute"))
+    return weights, activations

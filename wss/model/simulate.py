@@ -17,7 +17,7 @@ from wss.model.scenario.fold_rules import fold_decision, uniform_shards
 from wss.model.sim.cluster import Cluster, run_cluster
 from wss.model.sim.unfolded import run_unfolded
 
-__all__ = ["simulate", "simulate_detailed", "plan", "would_fold"]
+__all__ = ["simulate", "simulate_detailed", "plan", "would_fold", "check_work"]
 
 #: What the run decided and why (``wss -v``): the plan, folding, fallbacks.  The model never configures logging.
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ def simulate_detailed(
     run = run_cluster if folding.folded else run_unfolded
     progress = _monotone(progress)
     p = _folding_plan(s, profiles, fold_layers)
+    check_work(s, p)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps, %d of %d blocks",
              s.name, "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),
@@ -95,6 +96,38 @@ def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
     fold = (folded or uniform_shards(s)) and s.faults.flash is None
     layers = fold_layers and s.faults.flash is None
     return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
+
+
+def check_work(s: Scenario, p: Plan | None = None) -> None:
+    """Refuse a run whose simulated work, counted on the plan it runs (after folding), exceeds the bound.
+
+    The scenario's own checks bound the work before planning, from upper estimates
+    (:mod:`wss.model.scenario.limits`); here the plan is known, so the count is the run's: every streamed
+    pass's chunks and every offloaded block input's chunks that the program simulates, times the wafers
+    simulated apart.  A tiny ``simulation.chunk_bytes`` under activation offload is what the scenario's
+    estimate cannot see: offloaded activations travel in chunks an eighth of its size.
+    """
+    from wss.errors import FieldProblem, ScenarioError
+    from wss.model.plan.problems import scenario_source
+    from wss.model.program import build_program, chunk_passes
+    from wss.model.scenario.fold_rules import simulated_wafers
+    from wss.model.scenario.limits import MAX_CHUNK_PASSES
+
+    p = p if p is not None else _folding_plan(s, None)
+    weights, activations = chunk_passes(p, build_program(p))
+    wafers = 1 if fold_decision(s)[0] else simulated_wafers(s)
+    work = (weights + activations) * wafers
+    if work <= MAX_CHUNK_PASSES:
+        return
+    apart = f", x {wafers:,} wafers simulated apart" if wafers > 1 else ""
+    if activations > weights:
+        field = "simulation.chunk_bytes"
+        fix = "raise simulation.chunk_bytes or choose another training.activation_checkpointing"
+    else:
+        field, fix = "training.steps", "lower training.steps or simulation.max_chunks_per_kernel"
+    raise ScenarioError(scenario_source(s), [FieldProblem(field, (
+        f"the run would simulate {work:,} chunk passes ({weights:,} of weights and {activations:,} of offloaded "
+        f"activations{apart}); a run simulates at most {MAX_CHUNK_PASSES:,} (a few minutes): {fix}"))])
 
 
 def _monotone(progress: Callable[[float], None] | None) -> Callable[[float], None] | None:

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from wss.model.scenario import PRECISION_BYTES, Scenario
 
-__all__ = ["TOKEN_ID_BYTES", "MIN_CHUNKS_BUFFERED", "chunks_buffered", "input_bytes_per_sample",
+__all__ = ["TOKEN_ID_BYTES", "MIN_CHUNKS_BUFFERED", "OFFLOAD_CHUNK_DIVISOR", "chunks_buffered", "offload_chunk_bytes",
+           "offload_chunks", "input_bytes_per_sample",
            "block_input_bytes_per_token"]
 
 #: Bytes of one token id on the input path: an int32.
@@ -22,6 +23,23 @@ TOKEN_ID_BYTES = 4
 #: so a port keeps receiving while it sends: two chunks in a buffer (one arriving, one leaving) is
 #: that continuous flow at the chunk's grain.  Smaller chunks fill the buffer by its bytes.
 MIN_CHUNKS_BUFFERED = 2
+
+
+#: Offloaded activations travel in chunks this many times smaller than the weights'.  They share the
+#: wafer's edge with the weight stream, taking turns chunk by chunk, where the hardware interleaves
+#: packets: finer chunks let a waiting weight chunk through sooner, and the step then no longer
+#: depends on ``simulation.chunk_bytes`` (tests/core/test_buffers.py).
+OFFLOAD_CHUNK_DIVISOR = 8
+
+
+def offload_chunk_bytes(chunk_bytes: float) -> float:
+    """Bytes of one chunk of an offloaded block input, for the weights' ``simulation.chunk_bytes``."""
+    return chunk_bytes / OFFLOAD_CHUNK_DIVISOR
+
+
+def offload_chunks(total_bytes: float, chunk_bytes: float) -> int:
+    """Chunks one offloaded block input of ``total_bytes`` travels in (at least one)."""
+    return max(1, math.ceil(total_bytes / offload_chunk_bytes(chunk_bytes)))
 
 
 def chunks_buffered(capacity_bytes: int, chunk_bytes: float) -> int:

@@ -46,13 +46,12 @@ from wss.model.folding.layer_fold import (
     unfold_layers,
 )
 from wss.model.folding.step_fold import StepsFold, Unfolding, analyse_steps
-from wss.model.machine.figures import block_input_bytes_per_token, input_bytes_per_sample
+from wss.model.machine.figures import input_bytes_per_sample, offload_chunk_bytes
 from wss.model.machine.flash_tails import flash_rng, read_factors
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan import FOLDED_PREFIX, Plan
-from wss.model.plan.micro_batching import block_input_widths
-from wss.model.program import Pass, build_program, gradient_passes, updated_kernels
+from wss.model.program import Pass, build_program, gradient_passes, offload_bytes_per_token, updated_kernels
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.sim.engine import Environment, event_count
 from wss.model.sim.stall import run_or_explain
@@ -250,28 +249,9 @@ def wafer_settings(plan: Plan) -> WaferSettings:
         micro_batch_overhead_s=s.hardware.runtime.micro_batch_overhead_s,
         step_overhead_s=s.hardware.runtime.step_overhead_s,
         offload_bytes_per_token=offload,
-        offload_chunk_bytes=s.simulation.chunk_bytes / OFFLOAD_CHUNK_DIVISOR,
+        offload_chunk_bytes=offload_chunk_bytes(s.simulation.chunk_bytes),
         offload_buffer_bytes=max(1, math.ceil(max(offload.values(), default=0.0) * max(plan.tokens_per_micro_batch))),
     )
-
-
-#: Offloaded activations travel in chunks this many times smaller than the weights'.  They share the
-#: wafer's edge with the weight stream, taking turns chunk by chunk, where the hardware interleaves
-#: packets: finer chunks let a waiting weight chunk through sooner, and the step then no longer
-#: depends on ``simulation.chunk_bytes`` (tests/core/test_buffers.py).
-OFFLOAD_CHUNK_DIVISOR = 8
-
-
-def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
-    """With activation offload: the op position starting each block -> its input's bytes per token."""
-    if plan.checkpointing != "offload":
-        return {}
-    per_token = block_input_bytes_per_token(plan.scenario, block_input_widths(plan.ops))
-    starts: dict[int, int] = {}
-    for pos, op in enumerate(plan.ops):
-        if op.block is not None:
-            starts.setdefault(op.block, pos)
-    return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
 
 
 def activation_store_settings(plan: Plan, program: list[Pass], wafer: WaferSettings,
