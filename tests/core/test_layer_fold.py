@@ -172,3 +172,30 @@ def test_unfolded_runs_fold_layers_too(overrides):
     assert folded.step_pacers is not None and full.step_pacers is not None
     for a, b in zip(folded.step_pacers, full.step_pacers):
         assert a.part == b.part and _rel(a.busy_s, b.busy_s) <= REL
+
+
+def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
+    """report --by layer/kernel, diff (through group_rows), the per-kernel plot and to_pandas: a block standing
+    for folded ones is spread over them, so every block shows what the run that simulates each block shows."""
+    from wss.views.plots import kernel_breakdown
+    from wss.views.report import group_rows, kernel_table
+
+    folded, _, full, _ = _pair("gpt3_175b")
+    assert folded.layer_folds is not None and full.layer_folds is None
+    assert {(f.direction, f.layer, len(f.stands_for)) for f in folded.layer_folds} == {
+        ("forward", "block.3", 89), ("backward", "block.92", 89)}
+    for by in ("layer", "kernel"):
+        got = {(g["where"], g[by]): g for g in group_rows(kernel_table(folded), by, steps=len(folded.steps))}
+        want = {(g["where"], g[by]): g for g in group_rows(kernel_table(full), by, steps=len(full.steps))}
+        assert got.keys() == want.keys(), by
+        for key, g in want.items():
+            assert got[key]["passes"] == g["passes"], key
+            for f in ("duration_s", "compute_s", "bytes_in", "bytes_out"):
+                assert got[key][f] == pytest.approx(g[f], rel=1e-6, abs=1e-12), (key, f)
+    plot_got = {d["name"]: d["total_s"] for d in kernel_breakdown(folded, "layer", top=1000)}
+    plot_want = {d["name"]: d["total_s"] for d in kernel_breakdown(full, "layer", top=1000)}
+    assert plot_got.keys() == plot_want.keys()
+    assert all(plot_got[k] == pytest.approx(v, rel=1e-6) for k, v in plot_want.items())
+    df = folded.to_pandas()
+    assert set(df.loc[df["blocks"] > 1, "layer"]) == {"block.3", "block.92"}
+    assert ((df["repeats"] % df["blocks"]) == 0).all()

@@ -21,7 +21,7 @@ def result():
 def test_rows_cover_every_record(result):
     rows = kernel_table(result)
     assert len(rows) == len(result.records)
-    assert all(tuple(r) == COLUMNS for r in rows)
+    assert all(tuple(r) == (*COLUMNS, "stands_for") for r in rows)  # stands_for: the blocks it counts for
     assert [r["start_s"] for r in rows] == sorted(r["start_s"] for r in rows)
     wafer = [r for r in rows if r["where"] == "wafer"]
     mx = [r for r in rows if r["where"] == "memoryx"]
@@ -125,7 +125,7 @@ def test_a_block_layer_groups_its_matmuls():
 
 def test_records_as_a_dataframe(result):
     df = result.to_pandas()
-    assert list(df.columns) == list(result.to_records()[0])
+    assert list(df.columns) == [*result.to_records()[0], "blocks"] and (df["blocks"] == 1).all()
     assert len(df) == len(result.records)
     assert str(df["step"].dtype) == "int64" and str(df["repeats"].dtype) == "int64"
     assert str(df["start_s"].dtype) == "float64" and str(df["compute_s"].dtype) == "float64"

@@ -317,14 +317,17 @@ def kernel_breakdown(result: Result, group: str = "auto", top: int = 20) -> list
     acc: dict[str, dict[str, float]] = defaultdict(lambda: {"compute_s": 0.0, "stall_s": 0.0, "update_s": 0.0})
     members: dict[str, set[str]] = defaultdict(set)
     for r in result.records:
-        k = keyf(r)
-        members[k].add(r.name)
-        n = r.repeats / steps  # a folded run's repeated micro-batch counts once per copy
         compute, stall = _wafer_seconds(r)
-        acc[k]["compute_s"] += n * compute
-        acc[k]["stall_s"] += n * stall
-        if r.where != "wafer":
-            acc[k]["update_s"] += n * (r.end_s - r.start_s)
+        blocks = result.stands_for(r)  # with layer folding, a block's records count for the folded ones too
+        for layer in blocks:
+            name = layer + r.name[len(r.layer):] if r.name.startswith(f"{r.layer}.") else r.name
+            k = {"kernel": name, "layer": layer}.get(group, keyf(r))
+            members[k].add(name)
+            n = r.repeats / steps / len(blocks)  # a folded run's repeated micro-batch counts once per copy
+            acc[k]["compute_s"] += n * compute
+            acc[k]["stall_s"] += n * stall
+            if r.where != "wafer":
+                acc[k]["update_s"] += n * (r.end_s - r.start_s)
     rows: list[dict[str, Any]] = [
         {"name": k, "kernels": len(members[k]), **v, "total_s": sum(v.values())} for k, v in acc.items()
     ]

@@ -85,7 +85,9 @@ def kernel_table(result: Result) -> list[dict[str, Any]]:
     is how many micro-batches the row stands for (a folded run's repeated
     micro-batch); ``compute_s`` and ``stall_<cause>_s`` are the wafer's
     seconds in one of them (on the run's last update: the wafer's wait
-    after its last pass).
+    after its last pass).  ``stands_for`` lists the blocks the row counts
+    for (:meth:`Result.stands_for`: more than its own with layer folding),
+    which :func:`group_rows` spreads it over.
     """
     rows = []
     for r in result.records:
@@ -107,6 +109,7 @@ def kernel_table(result: Result) -> list[dict[str, Any]]:
                 "exposed_stall_s": r.exposed_stall_s,
                 "repeats": r.repeats,
                 **{f: getattr(r, f) for f in _SECONDS},
+                "stands_for": result.stands_for(r),
             }
         )
     rows.sort(key=lambda d: (d["start_s"], d["where"] != "wafer", d["end_s"]))
@@ -114,9 +117,14 @@ def kernel_table(result: Result) -> list[dict[str, Any]]:
 
 
 def sort_rows(rows: Sequence[dict[str, Any]], sort: str = "time") -> list[dict[str, Any]]:
-    """Rows in time order, longest first (``duration``), or most exposed stall first (``stall``)."""
+    """Rows in time order, longest first (``duration``), or most exposed stall first (``stall``).
+
+    Time order is by start (the wafer first), then as the rows come: :func:`kernel_table` lists passes that
+    start together by their end, and :func:`group_rows` lists the blocks one folded block stands for in
+    block order.
+    """
     if sort == "time":
-        return sorted(rows, key=lambda d: (d["start_s"], d["where"] != "wafer", d["end_s"]))
+        return sorted(rows, key=lambda d: (d["start_s"], d["where"] != "wafer"))
     if sort == "duration":
         return sorted(rows, key=lambda d: (-d["duration_s"], d["start_s"]))
     if sort == "stall":
@@ -128,7 +136,9 @@ def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 
     """Sum :func:`kernel_table` rows per ``(where, kernel)``, ``(where, layer)`` or ``(where, phase)``, per step.
 
     Each row counts ``repeats`` times, so a folded run's totals include the micro-batches it did
-    not simulate; ``steps`` divides the sums (the run's steps).  ``bound_by`` is the cause bounding
+    not simulate; ``steps`` divides the sums (the run's steps).  Per kernel and per layer, a row that
+    stands for folded blocks (``stands_for``) is spread evenly over them, so each block shows its own
+    share, not the copies' (:func:`spread_folded`).  ``bound_by`` is the cause bounding
     most of the group's time.  A group's ``kernel`` is its one kernel or ``"N kernels"``, its
     ``phase`` its phases joined with ``+`` (a phase group: that phase), and a phase group has no
     ``layer``.  ``by="pass"`` returns the rows unchanged.  Rows come in time order.
@@ -137,6 +147,8 @@ def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 
         return list(rows)
     if by not in GROUPS:
         raise ValueError(f"group must be one of {', '.join(GROUPS)}, got {by!r}")
+    if by in ("kernel", "layer"):
+        rows = spread_folded(rows)
     summed = ("duration_s", "bytes_in", "bytes_out", "cycles", "exposed_stall_s", *_SECONDS)
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     bound: dict[tuple[str, str], dict[str, float]] = {}
@@ -163,6 +175,23 @@ def group_rows(rows: Sequence[dict[str, Any]], by: str = "kernel", steps: int = 
         if by == "phase":
             g["layer"] = ""
     return [{c: g[c] for c in GROUP_COLUMNS} for g in acc.values()]
+
+
+def spread_folded(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row that stands for several blocks (``stands_for``, layer folding) as one row per block, its
+    ``repeats`` shared evenly and its kernel renamed into that block (``block.3.qkv`` -> ``block.4.qkv``)."""
+    out = []
+    for r in rows:
+        blocks = r.get("stands_for") or [r["layer"]]
+        if len(blocks) == 1:
+            out.append(r)
+            continue
+        n, prefix = len(blocks), f"{r['layer']}."
+        share = r["repeats"] // n if r["repeats"] % n == 0 else r["repeats"] / n
+        for layer in blocks:
+            kernel = layer + "." + r["kernel"][len(prefix):] if r["kernel"].startswith(prefix) else r["kernel"]
+            out.append({**r, "layer": layer, "kernel": kernel, "repeats": share, "stands_for": [layer]})
+    return out
 
 
 def _cycles(c: float) -> str:
@@ -264,7 +293,7 @@ def _folded_what(result: Result, repeated: list[Any]) -> str:
     if "blocks" in facts:  # layer folding: say what was simulated of each kind
         text = (f"blocks simulated: {facts['blocks_simulated_forward']} of {facts['blocks']} forward, "
                 f"{facts['blocks_simulated_backward']} backward, one block's passes (and its kernels' updates) "
-                "counting for the identical blocks left out")
+                "counting for the identical blocks left out (spread evenly over them per kernel and per layer)")
         if folded_mb:
             text += f"; {facts['micro_batches_simulated']} of {result.memory.micro_batches} micro-batches per step"
         if steps_simulated:

@@ -19,6 +19,7 @@ from wss.model.result.results import (
     RECORD_SECONDS,
     FlopsSummary,
     KernelRecord,
+    LayerFoldRecord,
     LinkBytes,
     MemoryFootprint,
     NumericsSummary,
@@ -101,8 +102,24 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
         step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
+        layer_folds=_layer_folds(plan) if cluster.layers is not None else None,
         failures=failure_summary(plan, step_time, step_records),
     )
+
+
+def _layer_folds(plan: Plan) -> list[LayerFoldRecord]:
+    """Each folded run of identical blocks, per direction, and the simulated block standing for it: in the
+    forward passes the block before the copies, in the backward passes the block after them (the order they
+    run in), as :mod:`wss.model.folding.layer_fold` repeats them."""
+    layer_of = {op.block: op.layer for op in plan.ops if op.block is not None}
+    out = []
+    for direction in plan.layer_directions:
+        for run in plan.layer_runs:
+            dropped = list(run.dropped)
+            standing = dropped[0] - 1 if direction == "forward" else dropped[-1] + 1
+            out.append(LayerFoldRecord(direction=direction, layer=layer_of[standing],
+                                       stands_for=[layer_of[b] for b in sorted({standing, *dropped})]))
+    return out
 
 
 def _step_pacers(cluster: UnfoldedCluster) -> list[StepPacer]:

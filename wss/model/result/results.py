@@ -50,6 +50,7 @@ __all__ = [
     "StepPacer",
     "FailureSummary",
     "UNIFORM_FOLDING",
+    "LayerFoldRecord",
     "BREAKDOWN_CATEGORIES",
     "PACING_TOLERANCE",
     "RATE_CAUSES",
@@ -255,6 +256,27 @@ class WaferFolding(_Data):
 UNIFORM_FOLDING = WaferFolding(folded=True, reason=UNIFORM_REASON)
 
 
+class LayerFoldRecord(_Data):
+    """One run of identical blocks folded in one direction: the simulated block whose records stand for it.
+
+    Layer folding (:mod:`wss.model.folding.layer_fold`) simulates the first and last blocks of a run and
+    repeats one block in place of the middle: in the forward passes the block just before the copies,
+    in the backward passes (recomputes and MemoryX's updates included) the block just after them.  That
+    block's records count for every block of ``stands_for`` (its ``repeats`` include them), so a per-block
+    view spreads them evenly over those blocks (:meth:`Result.stands_for`).
+    """
+
+    direction: str = Field(description="forward (the forward passes) or backward (recomputes, backward passes "
+                           "and MemoryX's accumulations and updates).")
+    layer: str = Field(description="The simulated block whose records stand for the folded ones.")
+    stands_for: list[str] = Field(description="Every block its records count for, itself included, in order.")
+
+
+#: The direction of a record's phase for layer folding: forward passes fold with the forward passes, the rest
+#: (recompute, backward, MemoryX's accumulate and update) with the backward passes.
+_FOLD_DIRECTION = {"forward": "forward"}
+
+
 class WaferRecord(_Data):
     """One wafer of an unfolded run: its shard and how it spent each step (mean seconds per step)."""
 
@@ -377,6 +399,11 @@ class Result(_Data):
         description="Per step of an unfolded run, the wafer or tree link that paced it (the busiest); None when "
         "folded (one wafer stood for all).",
     )
+    layer_folds: list[LayerFoldRecord] | None = Field(
+        None,
+        description="The runs of identical blocks folded, per direction, and the simulated block standing for "
+        "each (None, and left out of the JSON, when no blocks folded).",
+    )
     failures: FailureSummary | None = Field(
         None,
         description="Checkpoints, failures and goodput when the scenario gives faults.failures; None (and left out "
@@ -397,7 +424,19 @@ class Result(_Data):
                 data.pop("failures", None)
             if self.step_pacers is None:
                 data.pop("step_pacers", None)
+            if self.layer_folds is None:
+                data.pop("layer_folds", None)
         return data
+
+    def stands_for(self, record: KernelRecord) -> list[str]:
+        """The blocks a record counts for: ``[record.layer]``, or with layer folding, for the records of a block
+        standing for folded ones, every block of its run (:class:`LayerFoldRecord`); ``record.repeats`` is
+        then spread evenly over them."""
+        direction = _FOLD_DIRECTION.get(record.phase, "backward")
+        for fold in self.layer_folds or ():
+            if fold.layer == record.layer and fold.direction == direction:
+                return list(fold.stands_for)
+        return [record.layer]
 
     def to_records(self) -> list[dict]:
         """Kernel records as plain dicts (``pandas.DataFrame(result.to_records())`` just works).
@@ -415,7 +454,9 @@ class Result(_Data):
         ``layer`` strings, the rest float64.  ``df.attrs`` holds the scenario name, the steps and
         the step time.  Weight totals by ``repeats`` (a folded run's records stand for several
         micro-batches): ``(df.compute_s * df.repeats).sum() / df.attrs["steps"]`` equals
-        ``breakdown_s["compute"]``.  pandas is imported here, not with wss.
+        ``breakdown_s["compute"]``.  A last column, ``blocks`` (int64), marks the records that stand for
+        folded blocks (:meth:`stands_for`): how many blocks the row counts for, 1 for most; per block,
+        such a row is ``repeats / blocks`` of each.  pandas is imported here, not with wss.
         """
         import pandas as pd
 
@@ -432,6 +473,7 @@ class Result(_Data):
             else:
                 dtypes[name] = "string"
         df = df.astype(dtypes)
+        df["blocks"] = pd.Series([len(self.stands_for(r)) for r in self.records], index=df.index, dtype="int64")
         df.attrs.update(scenario=self.scenario.name, steps=len(self.steps), step_time_s=self.step_time_s)
         return df
 
