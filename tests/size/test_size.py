@@ -94,7 +94,6 @@ def test_cli_unreachable_exits_1_with_the_best(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "--tokens is required"),
     (["--tokens", "-5"], "tokens must be a positive number"),
     (["--tokens", "1e9", "--days", "0"], "days must be a positive number"),
     (["--tokens", "1e9", "--max-wafers", "0"], "max_wafers must be a positive integer"),
@@ -166,3 +165,13 @@ def test_reproduce_reports_its_progress_case_by_case():
     seen: list[float] = []
     outcomes = reproduce(cases, progress=seen.append)
     assert len(outcomes) == 2 and seen == [0.0, 0.5, 1.0]
+
+
+def test_tokens_is_required_and_the_usage_says_so(capsys):
+    """``--tokens`` shows as required in the usage (not in brackets), and leaving it out is a usage error."""
+    with pytest.raises(SystemExit) as exc:
+        main(["size", SCENARIO])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required: --tokens" in err
+    assert " --tokens N" in err and "[--tokens N]" not in err

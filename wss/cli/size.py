@@ -35,8 +35,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
         "or --tokens-per-s, the smallest size that meets it is recommended; exit 1 if none does.",
     )
     add_scenario_argument(p)
-    p.add_argument("--tokens", type=float, default=None, metavar="N",
-                   help="tokens to train on, e.g. 3e11 (required)")
+    p.add_argument("--tokens", type=float, required=True, metavar="N", help="tokens to train on, e.g. 3e11")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--days", type=float, default=None, metavar="D", help="deadline in days")
     target.add_argument("--tokens-per-s", type=float, default=None, metavar="X", help="throughput target")
@@ -73,8 +72,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``wss size`` for parsed arguments; returns the exit code."""
     from wss.studies.size import SizeError, conclusion, format_size, size
 
-    if args.tokens is None:
-        raise SizeError("--tokens is required: the token budget to train on, e.g. --tokens 3e11")
     if args.workers is not None and args.workers < 1:
         raise SizeError(f"--workers must be at least 1, got {args.workers}")
     if args.plot is not None:

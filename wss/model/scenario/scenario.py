@@ -28,7 +28,8 @@ class Scenario(Frozen):
     seed: Integer = bounded(0, description="Seed of every random choice (masks, data).", within=Range(0, 1e18))
     faults: FaultsConfig = Field(
         default_factory=FaultsConfig,
-        description="Stragglers and degraded SwarmX edges (docs/unfolded.md); a scenario with faults runs unfolded.",
+        description="Faults: stragglers, degraded SwarmX edges, nodes down and compute jitter set wafers apart, so "
+        "the run unfolds (docs/unfolded.md); a slow MemoryX shard, slow flash reads and failures keep it folded.",
     )
 
     @model_serializer(mode="wrap")
