@@ -14,6 +14,7 @@ identical ones are folded.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "plan_micro_batching",
     "micro_batch_candidates",
     "split_evenly",
+    "split_under",
     "simulated_micro_batches",
     "simulated_steps",
     "activation_elements_per_token",
@@ -160,6 +162,26 @@ def split_evenly(samples: int, n: int) -> list[int]:
         return [q] * n
     larger, smaller = [q + 1] * r, [q] * (n - r)
     return larger + smaller if r >= n - r else smaller + larger
+
+
+def split_under(samples: int, busiest: Sequence[int]) -> list[int]:
+    """A smaller shard of ``samples`` cut into the busiest wafer's number of micro-batches, lined up under its
+    split ``busiest``: no micro-batch larger than the busiest wafer's in the same slot.
+
+    The wafers run in lock-step (every pass's weights are broadcast to all of them, every gradient sum waits
+    for all), so each slot takes as long as its largest micro-batch: the busiest wafer paces the cluster
+    only if no other wafer is larger in any slot.  Each slot gets ``samples // n``, and the ``samples % n``
+    left over go to the slots where the busiest wafer's micro-batches are largest (the earliest on a tie).
+    With the same quotient as the busiest, the smaller shard has no more larger micro-batches than it, so
+    they all land in its larger slots; with a smaller quotient, its largest is at most the busiest's smallest.
+    """
+    n = len(busiest)
+    q, r = divmod(samples, n)
+    larger = sorted(range(n), key=lambda i: (-busiest[i], i))[:r]
+    out = [q] * n
+    for i in larger:
+        out[i] += 1
+    return out
 
 
 def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, busiest: int) -> list[Candidate]:
