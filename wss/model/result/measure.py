@@ -202,6 +202,7 @@ def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float
     once per simulated wafer, and copied to the wafers it stood for)."""
     plan, fold = cluster.plan, cluster.fold
     n_steps = plan.scenario.training.steps
+    totals = cluster.totals()
     measured: dict[int, tuple[dict[str, float], float]] = {}
     out = []
     for w, mbs in enumerate(wafer_micro_batches(plan)):
@@ -215,7 +216,7 @@ def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float
             copy = (lambda k, s=s: cluster.copy_breakdown(s, k)) if fold is not None else None
             steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
             mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
-            measured[s] = mean, cluster.total(f"wafer.{s}.compute") / n_steps
+            measured[s] = mean, totals[f"wafer.{s}.compute"] / n_steps
         mean, compute = measured[s]
         out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=dict(mean),
                                compute_s=compute, idle_s=step_time - compute))
@@ -267,7 +268,8 @@ def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
     its stand-in's, 0 for a wafer cut off by a SwarmX node that is down."""
     if not isinstance(cluster, UnfoldedCluster):
         return [cluster.total("wafer.compute") / total] * cluster.plan.scenario.hardware.wafers
-    return [cluster.total(f"wafer.{s}.compute") / total if s >= 0 else 0.0 for s in cluster.stand_in]
+    totals = cluster.totals()  # once: a total per wafer would count every part once per wafer
+    return [totals[f"wafer.{s}.compute"] / total if s >= 0 else 0.0 for s in cluster.stand_in]
 
 
 def _store_utilisation(cluster: Cluster, total: float) -> dict[str, float]:

@@ -154,7 +154,15 @@ class Cluster(Generic[TreeT]):
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        value = self.counters()[counter] + (self.layers.extra(counter) if self.layers is not None else 0.0)
+        return self._unfolded(counter, self.counters()[counter])
+
+    def totals(self) -> dict[str, float]:
+        """Every counter's final value on the unfolded time axis, counted once (for reading many)."""
+        return {name: self._unfolded(name, value) for name, value in self.counters().items()}
+
+    def _unfolded(self, counter: str, value: float) -> float:
+        """A counter's simulated value plus what the folded blocks, micro-batches and steps add to it."""
+        value += self.layers.extra(counter) if self.layers is not None else 0.0
         value += self.fold.extra(counter) if self.fold is not None else 0.0
         return value + self.step_fold.extra(counter) if self.step_fold is not None else value
 

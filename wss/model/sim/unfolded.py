@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -118,10 +119,14 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         """Wafers that train (not cut off by a SwarmX node that is down)."""
         return sum(1 for s in self.stand_in if s >= 0)
 
+    def __post_init__(self) -> None:
+        #: The wafers that run, fixed once built (:meth:`name_members` replaces only the others).
+        self._simulated = [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
+
     @property
     def simulated(self) -> list[Wafer]:
         """The wafers that ran, one per class of identical wafers, in order."""
-        return [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
+        return list(self._simulated)
 
     def name_members(self) -> None:
         """After the run: every wafer and edge stood for by another becomes a copy of its stand-in under its
@@ -156,15 +161,15 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
                 *self.returns, FlashPrefetch(self.memoryx), *self.stores, *self.store_parts(), *self.simulated]
 
     def counters(self) -> dict[str, float]:
-        """Every simulated part's counters; the representative wafer's under the folded cluster's names
-        (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its busiest edge's; and
-        every wafer's compute, a wafer stood for by another counting its stand-in's."""
+        """Every simulated part's counters (each simulated wafer's compute as ``wafer.<w>.compute``: a wafer
+        stood for by another counts as its stand-in, so it has none of its own); the representative wafer's under
+        the folded cluster's names (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its
+        busiest edge's.  Its cost grows with the simulated parts, not with the wafers: folding counts the cluster
+        at every snapshot."""
         c = counters_of(self.parts())
         c["wafer.compute"] = self.wafer.compute_s
         c["inputs"], c["inputs.bytes"] = self.inputs.busy_s, self.inputs.bytes
         c.update(counters_of(self.groups()))
-        for w, wafer in enumerate(self.wafers):
-            c[f"wafer.{w}.compute"] = wafer.compute_s
         return c
 
     def state(self) -> tuple:
@@ -295,7 +300,8 @@ def build_unfolded(plan: Plan, record: bool = False,
                       classes)
     stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
-    members = [sum(1 for s in stand_in if s == w) for w in range(hw.wafers)]  # wafers each simulated one stands for
+    counted = Counter(stand_in)
+    members = [counted[w] for w in range(hw.wafers)]  # wafers each simulated one stands for
     sizes = wafer_micro_batches(plan)
     programs = _programs(plan, program, sizes)
     w_base = _all_token_counts(plan, sizes)
