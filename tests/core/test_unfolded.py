@@ -105,7 +105,7 @@ def test_micro_batch_folding_works_unfolded_and_checks_every_wafer():
     s = load_scenario(SCENARIOS / "gpt3_6.7b_sparse.yaml",
                       ["hardware.wafers=4", "training.global_batch=256", "simulation.fold_wafers=false"])
     result, cluster = simulate_detailed(s, record=False)
-    assert isinstance(cluster, UnfoldedCluster) and cluster.fold is not None and cluster.fold.copies > 0
+    assert isinstance(cluster, UnfoldedCluster) and cluster.folding.fold is not None and cluster.folding.fold.copies > 0
     everything = simulate(load_scenario(s, ["simulation.fold_micro_batches=false"]))
     assert everything.cluster["micro_batches_simulated"] > result.cluster["micro_batches_simulated"]
     t = everything.step_time_s

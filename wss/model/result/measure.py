@@ -59,13 +59,13 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     plan = cluster.plan
     s = plan.scenario
     n_steps = s.training.steps
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     shift = unfold.shift
 
     windows = _step_windows(cluster, unfold)
     timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1])
-    breakdowns = [dict(b) for b in
-                  unfold.real_steps(_breakdowns(timeline, windows.simulated_ends, cluster.fold, plan.simulated_steps))]
+    simulated = _breakdowns(timeline, windows.simulated_ends, cluster.folding.fold, plan.simulated_steps)
+    breakdowns = [dict(b) for b in unfold.real_steps(simulated)]
     step_time = windows.total_s / n_steps
     samples = s.training.global_batch
     tokens = samples * plan.tokens_per_sample
@@ -200,7 +200,7 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
 def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float) -> list[WaferRecord]:
     """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause (measured
     once per simulated wafer, and copied to the wafers it stood for)."""
-    plan, fold = cluster.plan, cluster.fold
+    plan, fold = cluster.plan, cluster.folding.fold
     n_steps = plan.scenario.training.steps
     totals = cluster.totals()
     measured: dict[int, tuple[dict[str, float], float]] = {}
@@ -308,7 +308,7 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
     }
     if plan.step_fold_copies:  # only in a run whose steps are folded: results of other runs keep their bytes
         facts["steps_simulated"] = plan.simulated_steps
-    if cluster.layers is not None:  # likewise, only with layers folded
+    if cluster.folding.layers is not None:  # likewise, only with layers folded
         blocks = len({op.block for op in plan.ops if op.block is not None})
         facts["blocks"] = blocks
         facts["blocks_simulated_forward"] = blocks - len(plan.dropped_in("forward"))
@@ -443,7 +443,7 @@ def _records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]
 def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
     """One record per wafer pass, and its pacing split."""
     plan = cluster.plan
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     recs: list[KernelRecord] = []
     paces: list[dict[str, float]] = []
     seconds = _pass_seconds(cluster.wafer.timeline, len(cluster.wafer.passes))
@@ -467,7 +467,7 @@ def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], 
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
-                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.layer_repeats(p.index),
+                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.folding.layer_repeats(p.index),
                 **_seconds_fields(seconds[p.index]),
             )
         )
@@ -477,7 +477,7 @@ def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], 
 def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
     """One record per optimizer job (update or accumulation), in start order; the last update takes the tail."""
     plan = cluster.plan
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     recs: list[KernelRecord] = []
     opt = cluster.optimizer
     last_job = _last_update(cluster) if tail else None
@@ -510,7 +510,7 @@ def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, flo
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.layer_repeats(grad[(j.kernel, j.step,
+                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.folding.layer_repeats(grad[(j.kernel, j.step,
                                                                                             j.micro_batch)]),
                 **_seconds_fields(drain if j is last_job else {}),
             )

@@ -35,17 +35,10 @@ from wss.model.components.part import Part, counters_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.fold import Fold, Snapshot, analyse
-from wss.model.folding.layer_fold import (
-    FoldPoint,
-    LayerFold,
-    LayerFoldMismatch,
-    LayersFold,
-    check_point,
-    fold_points,
-    unfold_layers,
-)
-from wss.model.folding.step_fold import StepsFold, Unfolding, analyse_steps
+from wss.model.folding.fold import analyse
+from wss.model.folding.layer_fold import LayerFoldMismatch, LayersFold, unfold_layers
+from wss.model.folding.probe import FoldProbe
+from wss.model.folding.step_fold import analyse_steps
 from wss.model.machine.figures import TOKEN_ID_BYTES
 from wss.model.machine.flash_tails import flash_rng, read_factors
 from wss.model.machine.memoryx_rates import memoryx_rates
@@ -95,13 +88,8 @@ class Cluster(Generic[TreeT]):
     offload_in: Link | None = None  # the second channel of the wafer's leaf edge, for offloaded activations
     store_paths: StorePaths | None = None  # a limited activation store's bandwidths
     events: int = 0
-    snapshots: dict = field(default_factory=dict)
-    fold: Fold | None = None
-    step_fold: StepsFold | None = None
-    layer_points: list[FoldPoint] = field(default_factory=list)
-    layer_snapshots: dict[int, Snapshot] = field(default_factory=dict)
-    layer_folds: list[LayerFold] = field(default_factory=list)
-    layers: LayersFold | None = None
+    #: What folding observed of the run and proved (the runner attaches it; empty where nothing folds).
+    folding: FoldProbe = field(default_factory=FoldProbe)
 
     def links(self) -> list[Link]:
         extra = [self.offload_in] if self.offload_in is not None else []
@@ -154,25 +142,11 @@ class Cluster(Generic[TreeT]):
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        return self._unfolded(counter, self.counters()[counter])
+        return self.folding.unfolded(counter, self.counters()[counter])
 
     def totals(self) -> dict[str, float]:
         """Every counter's final value on the unfolded time axis, counted once (for reading many)."""
-        return {name: self._unfolded(name, value) for name, value in self.counters().items()}
-
-    def _unfolded(self, counter: str, value: float) -> float:
-        """A counter's simulated value plus what the folded blocks, micro-batches and steps add to it."""
-        value += self.layers.extra(counter) if self.layers is not None else 0.0
-        value += self.fold.extra(counter) if self.fold is not None else 0.0
-        return value + self.step_fold.extra(counter) if self.step_fold is not None else value
-
-    def layer_repeats(self, pass_index: int) -> int:
-        """How many block passes the record of a simulated pass stands for (with layer folding)."""
-        return self.layers.repeats(pass_index) if self.layers is not None else 1
-
-    def unfolding(self) -> Unfolding:
-        """The maps from the simulated axis to the unfolded one (micro-batches and steps)."""
-        return Unfolding(self.fold, self.step_fold)
+        return {name: self.folding.unfolded(name, value) for name, value in self.counters().items()}
 
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
@@ -454,23 +428,6 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
         memoryx.record()
         for link in cluster.links():
             link.record()
-    if plan.fold_copies or plan.step_fold_copies:
-        def snapshot(step: int, mb: int) -> None:
-            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
-
-        wafer.on_micro_batch_start = snapshot
-    if plan.layer_runs:
-        cluster.layer_points = fold_points(program, plan.ops, plan.layer_runs, plan.layer_directions)
-        checks = {f.c: f for f in cluster.layer_points}
-
-        def snapshot_pass(index: int) -> None:
-            cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
-                                                      cluster.state())
-            if index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
-                cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
-
-        wafer.marked_passes = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
-        wafer.on_marked_pass = snapshot_pass
     return cluster
 
 
@@ -481,22 +438,23 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     ``progress`` is called with the fraction of the program done.
     """
     cluster = build_cluster(plan, record, progress)
-    env, optimizer = cluster.env, cluster.optimizer
+    env, optimizer, folding = cluster.env, cluster.optimizer, cluster.folding
+    folding.attach(cluster, [cluster.wafer], [cluster.wafer])
     processes = start_parts(env, cluster.parts())
     done = processes[cluster.wafer.name]
     drain(cluster, done, processes, plan.simulated_steps)
     if plan.layer_runs:
-        cluster.layers = LayersFold(tuple(cluster.layer_folds))
-        check_layer_crossings(cluster, cluster.layers)
-        unfold_layers(cluster, cluster.layers)
+        folding.layers = LayersFold(tuple(folding.layer_folds))
+        check_layer_crossings(cluster, folding.layers)
+        unfold_layers(cluster, folding.layers)
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
-        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.simulated_steps,
+        folding.fold = analyse(folding.snapshots, cluster.wafer.timeline, plan.simulated_steps,
                                after_copies, plan.fold_copies)
     if plan.step_fold_copies:
         ends = [max(j.end for j in optimizer.jobs if j.kind == "update" and j.step == step)
                 for step in range(plan.simulated_steps)]
-        cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
+        folding.step_fold = analyse_steps(folding.snapshots, cluster.wafer.timeline, ends, folding.fold,
                                           plan.step_fold_copies)
     return cluster
 

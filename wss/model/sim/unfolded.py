@@ -48,13 +48,11 @@ from wss.model.components.memoryx import FlashPrefetch
 from wss.model.components.part import Part, counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.fold import Snapshot, analyse, seconds_by_cause
+from wss.model.folding.fold import analyse, seconds_by_cause
 from wss.model.folding.layer_fold import (
     LayerFold,
     LayerFoldMismatch,
     LayersFold,
-    check_point,
-    fold_points,
     unfold_jobs,
     unfold_snapshots,
     unfold_wafer,
@@ -101,14 +99,9 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
     all_inputs: list[InputWorkers] = field(default_factory=list)
     stores: list[ActivationStore] = field(default_factory=list)
     returns: list[Link] = field(default_factory=list)
-    #: (step, micro-batch) -> each wafer's timeline length when the representative wafer started it.
-    marks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
     #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
     step_busy: list[list[float]] = field(default_factory=list)
-    #: With layer folding: each simulated wafer's (start time, timeline length, compute seconds) at the fold
-    #: points' passes.
-    wafer_marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
 
     def busy_parts(self) -> list[str]:
         """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
@@ -198,9 +191,10 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
 
     def copy_breakdown(self, wafer: int, step: int) -> dict[str, float]:
         """A wafer's seconds by cause in one folded copy of ``step``'s repeated micro-batch."""
-        assert self.fold is not None
-        a = self.marks[(step, self.fold.copied_micro_batch)][wafer]
-        b = self.marks[(step, self.fold.last_micro_batch)][wafer]
+        fold, marks = self.folding.fold, self.folding.marks
+        assert fold is not None
+        a = marks[(step, fold.copied_micro_batch)][wafer]
+        b = marks[(step, fold.last_micro_batch)][wafer]
         return seconds_by_cause(self.wafers[wafer].timeline[a:b])
 
 
@@ -345,15 +339,6 @@ def build_unfolded(plan: Plan, record: bool = False,
         for group in cluster.groups():
             group.record()
         memoryx_in.record()
-    if plan.fold_copies:
-        def snapshot(step: int, mb: int) -> None:
-            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafers[rep].timeline), cluster.counters(),
-                                                     cluster.state())
-            cluster.marks[(step, mb)] = [len(w.timeline) for w in wafers]
-
-        wafers[rep].on_micro_batch_start = snapshot
-    if plan.layer_runs:
-        _mark_layers(cluster)
     return cluster
 
 
@@ -379,33 +364,13 @@ def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, path
     return store, back
 
 
-def _mark_layers(cluster: UnfoldedCluster) -> None:
-    """Layer folding (:mod:`wss.model.folding.layer_fold`): every simulated wafer notes where it starts the fold
-    points' passes; the representative also snapshots the cluster there and checks each fold point."""
-    env, rep, plan = cluster.env, cluster.wafer, cluster.plan
-    cluster.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions)
-    checks = {f.c: f for f in cluster.layer_points}
-    marked = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
-    for wafer in cluster.simulated:
-        marks = cluster.wafer_marks.setdefault(wafer.name, {})
-
-        def mark(index: int, wafer: Wafer = wafer, marks: dict[int, tuple[float, int, float]] = marks) -> None:
-            marks[index] = (env.now, len(wafer.timeline), wafer.compute_s)
-            if wafer is rep:
-                cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
-                                                          cluster.state())
-                if index in checks:
-                    cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
-
-        wafer.marked_passes, wafer.on_marked_pass = marked, mark
-
-
 def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
     """A fold point's deltas with each wafer's compute measured over its own copied block (from its own marks,
     not the representative's moments): identical wafers then grow by identical amounts, to the bit."""
     b, c = fold.point.b, fold.point.c
-    own = {f"wafer.{w}.compute": cluster.wafer_marks[wafer.name][c][2] - cluster.wafer_marks[wafer.name][b][2]
-           for w, wafer in enumerate(cluster.wafers) if wafer.name in cluster.wafer_marks}
+    marks = cluster.folding.wafer_marks
+    own = {f"wafer.{w}.compute": marks[wafer.name][c][2] - marks[wafer.name][b][2]
+           for w, wafer in enumerate(cluster.wafers) if wafer.name in marks}
     return dataclasses.replace(fold, deltas={**fold.deltas, **own})
 
 
@@ -413,11 +378,12 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
     """After a layer-folded run, before its members are named: every simulated wafer's timeline, passes and
     loss times, the optimizer's jobs, the snapshots, each wafer's micro-batch marks and the parts' busy
     seconds at each step's end, all on the axis with the folded blocks in place."""
-    layers = LayersFold(tuple(_own_compute(cluster, f) for f in cluster.layer_folds))
-    cluster.layers = layers
+    folding = cluster.folding
+    layers = LayersFold(tuple(_own_compute(cluster, f) for f in folding.layer_folds))
+    folding.layers = layers
     check_layer_crossings(cluster, layers)
     copies = {id(w): [(f.at, f.spans) for f in layers.folds] if w is cluster.wafer
-              else wafer_copies(w.timeline, {i: m[:2] for i, m in cluster.wafer_marks[w.name].items()}, layers,
+              else wafer_copies(w.timeline, {i: m[:2] for i, m in folding.wafer_marks[w.name].items()}, layers,
                                 w.name)
               for w in cluster.simulated}
     for w in cluster.simulated:
@@ -425,9 +391,9 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
             raise LayerFoldMismatch(f"{w.name} waited for input data after folded blocks", "")
     new_index = {id(w): unfold_wafer(w, w.program, layers, copies[id(w)]) for w in cluster.simulated}
     unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
-    unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
-    for key, lengths in cluster.marks.items():
-        cluster.marks[key] = [new_index[id(w)][n] if id(w) in new_index else n
+    unfold_snapshots(folding.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
+    for key, lengths in folding.marks.items():
+        folding.marks[key] = [new_index[id(w)][n] if id(w) in new_index else n
                               for w, n in zip(cluster.wafers, lengths)]
     names = [f"wafer.{w}.compute" for w in range(len(cluster.wafers))] + [link.name for link in cluster.tree.links()]
     for k, busy in enumerate(cluster.step_busy):
@@ -452,6 +418,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
     env = cluster.env
+    cluster.folding.attach(cluster, cluster.wafers, cluster.simulated)
     wafers = len(cluster.simulated)
     parts = cluster.parts()
     processes = start_parts(env, parts[:-wafers])
@@ -466,6 +433,6 @@ def run_unfolded(plan: Plan, record: bool = False,
     cluster.name_members()
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]
-        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
-                               after_copies, plan.fold_copies)
+        cluster.folding.fold = analyse(cluster.folding.snapshots, cluster.wafer.timeline,
+                                       plan.scenario.training.steps, after_copies, plan.fold_copies)
     return cluster
