@@ -41,11 +41,7 @@ from typing import Any, cast
 
 import simpy
 
-from wss.model.components.activations import ActivationStore
-from wss.model.components.inputs import InputWorkers
-from wss.model.components.links import Link
-from wss.model.components.memoryx import FlashPrefetch
-from wss.model.components.part import Part, counters_of
+from wss.model.components.part import counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.folding.fold import analyse, seconds_by_cause
@@ -68,9 +64,9 @@ from wss.model.scenario.fold_rules import stand_ins
 from wss.model.scenario.shards import reachable_wafers
 from wss.model.sim.cluster import (
     Cluster,
-    StorePaths,
-    activation_store_settings,
+    WaferParts,
     build_backbone,
+    build_wafer,
     check_layer_crossings,
     drain,
     input_settings,
@@ -89,16 +85,13 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
     wafer's, ``swarmx`` is the tree (its levels viewed as link classes).
 
     ``wafers`` has one entry per wafer: while the run lasts, a wafer stood for by another is that one's
-    object; after it, a copy under its own name (:meth:`name_members`).  ``all_inputs``, ``stores`` and
-    ``returns`` are the simulated wafers' only.
+    object; after it, a copy under its own name (:meth:`name_members`).  ``wafer_parts`` are the simulated
+    wafers' only.
     """
 
     wafers: list[Wafer] = field(default_factory=list)
     #: Each wafer's stand-in: the wafer simulated in its place (itself when it is simulated).
     stand_in: list[int] = field(default_factory=list)
-    all_inputs: list[InputWorkers] = field(default_factory=list)
-    stores: list[ActivationStore] = field(default_factory=list)
-    returns: list[Link] = field(default_factory=list)
     #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
     #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
     step_busy: list[list[float]] = field(default_factory=list)
@@ -111,15 +104,6 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
     def reachable(self) -> int:
         """Wafers that train (not cut off by a SwarmX node that is down)."""
         return sum(1 for s in self.stand_in if s >= 0)
-
-    def __post_init__(self) -> None:
-        #: The wafers that run, fixed once built (:meth:`name_members` replaces only the others).
-        self._simulated = [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
-
-    @property
-    def simulated(self) -> list[Wafer]:
-        """The wafers that ran, one per class of identical wafers, in order."""
-        return list(self._simulated)
 
     def name_members(self) -> None:
         """After the run: every wafer and edge stood for by another becomes a copy of its stand-in under its
@@ -144,15 +128,6 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         extra = [self.offload_in] if isinstance(self.offload_in, LinkGroup) else []
         return [*self.tree.down, *self.tree.up, *extra]  # type: ignore[list-item]
 
-    def links(self) -> list[Link]:
-        return [*self.tree.simulated_links(), self.memoryx_in, *self.returns]
-
-    def parts(self) -> list[Part]:
-        """Every simulated part, in the folded cluster's start order, each part repeated per simulated wafer or
-        edge in order (the wafers last)."""
-        return [self.memoryx, self.optimizer, self.memoryx_in, *self.all_inputs, *self.tree.simulated_links(),
-                *self.returns, FlashPrefetch(self.memoryx), *self.stores, *self.store_parts(), *self.simulated]
-
     def counters(self) -> dict[str, float]:
         """Every simulated part's counters (each simulated wafer's compute as ``wafer.<w>.compute``: a wafer
         stood for by another counts as its stand-in, so it has none of its own); the representative wafer's under
@@ -172,13 +147,10 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
         return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining(), self.store_state())
 
-    def activation_stores(self) -> list[ActivationStore]:
-        return list(self.stores)
-
     def wait_context(self) -> tuple[dict[int, str], str]:
         """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
         names, where = super().wait_context()
-        for wafer, inputs in zip(self.simulated, self.all_inputs):
+        for wafer, inputs in ((w.wafer, w.inputs) for w in self.wafer_parts):
             names[id(wafer.intake)] = f"the intake of {wafer.name}"
             names[id(wafer.act_intake)] = f"the intake of offloaded activations of {wafer.name}"
             for (step, mb), ev in wafer.forward_done.items():
@@ -302,9 +274,7 @@ def build_unfolded(plan: Plan, record: bool = False,
     i_base = input_settings(plan)
     factors = _jitter(plan)
     wafers: list[Wafer] = []
-    inputs: list[InputWorkers] = []
-    stores: list[ActivationStore] = []
-    returns: list[Link] = []
+    own: list[WaferParts] = []
     for w, mbs in enumerate(sizes):
         if stand_in[w] == -1:  # cut off: a wafer that never runs (its record and trace track stay empty)
             wafers.append(Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), [], {}, {}))
@@ -312,56 +282,26 @@ def build_unfolded(plan: Plan, record: bool = False,
         if stand_in[w] != w:  # stood for by an identical wafer
             wafers.append(wafers[stand_in[w]])
             continue
-        prog = programs[tuple(mbs)]
-        ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
-        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}", compute_factors=factors[w]),
-                           slowdowns.get(w, 1.0))
-        wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
-        tree.leaf_down(w).connect(wafer.intake)
-        wafer.connect(tree.leaf_up(w).inbox)
-        if w_base.offload_bytes_per_token:
-            store, back = _activation_store(env, plan, tree, paths, w, wafer, prog, w_base, members[w])
-            stores.append(store)
-            returns.append(back)
-        wafers.append(wafer)
-        inputs.append(ins)
+        settings = _slowed(dataclasses.replace(w_base, compute_factors=factors[w]), slowdowns.get(w, 1.0))
+        own.append(build_wafer(env, plan, paths, programs[tuple(mbs)],
+                               dataclasses.replace(i_base, micro_batch_samples=tuple(mbs)), settings,
+                               tree.leaf_down(w), tree.leaf_up(w), f".{w}", members[w]))  # members: on MemoryX's ports
+        wafers.append(own[-1].wafer)
     wafers[rep].progress = progress
     memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
     tree.connect_root(memoryx_in.inbox)
-    at = sorted(set(stand_in) - {-1}).index(rep)  # the representative among the simulated wafers
-    offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
+    mine = own[sorted(set(stand_in) - {-1}).index(rep)]  # the representative's parts among the simulated wafers'
+    returns = [w.back for w in own if w.back is not None]
+    offload_in = LinkGroup("wafer.offload.in", returns, mine.back) if mine.back is not None else None
     cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, bb.optimizer, tree, memoryx_in,
-                              wafers[rep], inputs[at], bb.flash_channel, stores[at] if stores else None, offload_in,
-                              paths, wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
-                              returns=returns)
+                              mine.wafer, mine.inputs, bb.flash_channel, mine.store, offload_in, paths,
+                              wafer_parts=own, wafers=wafers, stand_in=list(stand_in))
     if record:
         memoryx.record()
         for group in cluster.groups():
             group.record()
         memoryx_in.record()
     return cluster
-
-
-def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, paths: StorePaths, w: int, wafer: Wafer,
-                      program: list[Pass], settings: WaferSettings, members: int) -> tuple[ActivationStore, Link]:
-    """Wafer ``w``'s activation store and the second channel of its leaf edge the block inputs come back on.
-
-    As in the folded cluster: offloaded block inputs leave at the wafer's edge going up (into the store), and
-    come back on a second channel of its leaf edge.  On MemoryX's ports a simulated wafer's bytes count for
-    every wafer of its class (``members``).
-    """
-    leaf = tree.leaf_down(w)
-    back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
-                plan.scenario.hardware.wafer.ingress_buffer_bytes)
-    back.share_wire(leaf)
-    back.connect(wafer.act_intake)
-    writes, reads = paths.for_wafer(f"wafer.{w}")
-    store_settings = activation_store_settings(plan, program, settings, members if paths.shared else 1.0)
-    store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations.{w}"), wafer.forward_done,
-                            writes, reads)
-    store.connect(back.inbox)
-    tree.leaf_up(w).route("activation", store.intake)
-    return store, back
 
 
 def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
