@@ -106,7 +106,7 @@ def layer_folding_check() -> str:
     for path in sorted((root / "scenarios").glob("*.yaml")):
         s = wss.load_scenario(path)
         (a, ca), (b, _) = simulate_detailed(s, record=False), simulate_detailed(s, record=False, fold_layers=False)
-        if ca.layers is None:
+        if ca.folding.layers is None:
             lines.append(f"  {path.stem:<20} no block folds; result.json byte-identical: {a.to_json() == b.to_json()}")
             continue
         worst = max(abs(a.step_time_s - b.step_time_s) / b.step_time_s,

@@ -41,7 +41,7 @@ def _rel(a: float, b: float) -> float:
 @pytest.mark.parametrize("name", SHIPPED)
 def test_folded_layers_give_the_answer_of_every_block_simulated(name):
     folded, fc, full, uc = _pair(name)
-    assert uc.layers is None
+    assert uc.folding.layers is None
     assert _rel(folded.step_time_s, full.step_time_s) <= REL
     scale = full.step_time_s
     for c, v in full.breakdown_s.items():
@@ -53,7 +53,7 @@ def test_folded_layers_give_the_answer_of_every_block_simulated(name):
     for link, v in full.link_bytes.items():
         assert _rel(folded.link_bytes[link].total_bytes, v.total_bytes) <= REL, link
     assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)
-    if fc.layers is None:  # nothing folded (no run of identical blocks, or the check refused it): the same bytes
+    if fc.folding.layers is None:  # nothing folded (no run of identical blocks, or the check refused it): same bytes
         assert folded.to_json() == full.to_json()
     else:
         assert fc.events < uc.events
@@ -66,7 +66,7 @@ def test_the_benchmark_scenarios_fold_their_blocks():
     _, gpt, _, _ = _pair("gpt3_175b")
     assert gpt.plan.layer_runs == (BlockRun(0, 95),) and gpt.plan.layer_directions == ("forward", "backward")
     _, brain, _, _ = _pair("brain_120t")
-    assert brain.layers is not None and brain.plan.layer_directions == ("forward",)
+    assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward",)
 
 
 def test_block_runs_need_identical_adjacent_blocks():
@@ -132,7 +132,7 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
     folded, fc, full, _ = _pair("gpt3_175b", **{"training.steps": 6})
     assert _rel(folded.step_time_s, full.step_time_s) <= REL
     assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)
-    if fc.layers is None:
+    if fc.folding.layers is None:
         assert folded.to_json() == full.to_json()
 
 
@@ -154,8 +154,8 @@ def test_unfolded_runs_fold_layers_too(overrides):
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
-    assert uc.layers is None
-    if fc.layers is None:
+    assert uc.folding.layers is None
+    if fc.folding.layers is None:
         assert "training.global_batch" in overrides, "only uneven shards may refuse the fold"
         assert folded.to_json() == full.to_json()
         return

@@ -105,7 +105,7 @@ def test_micro_batch_folding_works_unfolded_and_checks_every_wafer():
     s = load_scenario(SCENARIOS / "gpt3_6.7b_sparse.yaml",
                       ["hardware.wafers=4", "training.global_batch=256", "simulation.fold_wafers=false"])
     result, cluster = simulate_detailed(s, record=False)
-    assert isinstance(cluster, UnfoldedCluster) and cluster.fold is not None and cluster.fold.copies > 0
+    assert isinstance(cluster, UnfoldedCluster) and cluster.folding.fold is not None and cluster.folding.fold.copies > 0
     everything = simulate(load_scenario(s, ["simulation.fold_micro_batches=false"]))
     assert everything.cluster["micro_batches_simulated"] > result.cluster["micro_batches_simulated"]
     t = everything.step_time_s
@@ -205,3 +205,35 @@ def test_the_quick_rule_is_the_recorded_one(raw, rule):
     record = wafer_folding(s)
     assert record.reason.startswith(rule)
     assert folds_wafers(s) is record.folded
+
+
+def _straggler_run(wafers: int) -> tuple[Result, UnfoldedCluster]:
+    """``wafers`` wafers, one a straggler: as many simulated wafers (classes of identical ones) whatever ``wafers``."""
+    raw = scenario_dict(dense_model(256, 256), wafers=wafers, global_batch=wafers,
+                        faults={"stragglers": [{"wafer": 3, "slowdown": 1.5}]})
+    result, cluster = simulate_detailed(raw, record=False)
+    assert isinstance(cluster, UnfoldedCluster)
+    return result, cluster
+
+
+def test_counting_the_parts_costs_the_simulated_parts_not_the_wafers(monkeypatch):
+    """Folding counts the cluster at every snapshot and measure reads many totals: the counters name the
+    simulated parts only (a wafer stood for by another has none of its own), and measure counts the parts a
+    few times, not once per wafer; every wafer's busy fraction still comes from its stand-in's."""
+    small, big = _straggler_run(32)[1], _straggler_run(64)[1]
+    assert len(small.simulated) == len(big.simulated) < 32
+    assert len(small.counters()) == len(big.counters())
+    calls = []
+    own = UnfoldedCluster.counters
+
+    def counting(self: UnfoldedCluster) -> dict[str, float]:
+        calls.append(1)
+        return own(self)
+
+    monkeypatch.setattr(UnfoldedCluster, "counters", counting)
+    result, cluster = _straggler_run(64)
+    assert len(calls) < 64
+    assert cluster.totals() == {name: cluster.total(name) for name in cluster.counters()}
+    busy = result.energy.busy_fraction["wafer"] if result.energy is not None else None
+    fast, slow = (cluster.total(f"wafer.{w}.compute") / result.total_time_s for w in (0, 3))
+    assert slow > fast and busy == pytest.approx((63 * fast + slow) / 64, rel=1e-12)

@@ -88,7 +88,7 @@ def test_recording_folds_and_leaves_the_result_as_it_is(case):
     path, overrides = SHIPPED[case]
     scenario = wss.load_scenario(path, overrides)
     result, cluster = simulate_detailed(scenario, record=True)
-    assert cluster.fold is not None or cluster.step_fold is not None
+    assert cluster.folding.fold is not None or cluster.folding.step_fold is not None
     assert cluster.memoryx.stream_spans  # it recorded
     assert result.to_json() == wss.simulate(scenario).to_json()
 
@@ -171,7 +171,7 @@ def test_stretches_are_where_the_result_has_the_copies():
                                                                 abs=1e-12)
     mb = [s for s in stretches if s.kind == "micro-batch"]
     assert [s.step for s in mb] == [0, 1, 2, 3, steps - 1]
-    last = cluster.fold.last_micro_batch
+    last = cluster.folding.fold.last_micro_batch
     for s in mb:
         assert s.stands_for == (4, last - 1)
         assert starts[(s.step, last)] - s.end_s == pytest.approx(starts[(s.step, 3)] - (s.start_s - s.period_s),

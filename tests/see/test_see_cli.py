@@ -152,7 +152,7 @@ def test_a_run_whose_fold_check_fails_is_traced_in_full(tmp_path):
     args = _parser().parse_args(["simulate", "x.yaml", "--trace", str(tmp_path / "t.json")])
     result, recorded = simulate(scenario, args)
     assert result.to_json() == wss.simulate(scenario).to_json()
-    assert recorded is not None and recorded.result is result and recorded.cluster.fold is None
+    assert recorded is not None and recorded.result is result and recorded.cluster.folding.fold is None
     assert after_simulate(args, result, recorded, out=io.StringIO()) == 0
     doc = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
@@ -175,7 +175,7 @@ def test_a_traced_run_of_folded_steps_is_one_run_with_the_plain_result(tmp_path,
     args = _parser().parse_args(["simulate", "x.yaml", "--trace", str(tmp_path / "t.json")])
     result, recorded = simulate(scenario, args)
     assert [k["record"] for k in runs] == [True]
-    assert recorded is not None and recorded.cluster.step_fold is not None
+    assert recorded is not None and recorded.cluster.folding.step_fold is not None
     monkeypatch.undo()
     assert result.to_json() == wss.simulate(scenario).to_json()
     assert after_simulate(args, result, recorded, out=io.StringIO()) == 0

@@ -120,5 +120,5 @@ def test_progress_stays_monotone_when_a_fold_is_refused():
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "bert_large.yaml"
     seen: list[float] = []
     _, cluster = simulate_detailed(scenario, record=False, progress=seen.append)
-    assert cluster.layers is None  # refused, then simulated without layer folding
+    assert cluster.folding.layers is None  # refused, then simulated without layer folding
     assert seen and seen == sorted(seen) and len(set(seen)) == len(seen) and seen[-1] == 1.0

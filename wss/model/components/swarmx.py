@@ -66,6 +66,10 @@ class SwarmX:
         bw = s.leaf_bandwidth_Bps if level == self.levels else s.link_bandwidth_Bps
         return Link(env, f"{s.name}.{direction}.l{level}", bw, s.hop_latency_s, s.port_buffer_bytes)
 
+    def simulated_links(self) -> list[Link]:
+        """The links that run, in the order they start: down the chain, then up."""
+        return [*self.down, *self.up]
+
     def edges_below(self, level: int, wafers: int) -> int:
         """Number of physical edges leaving level ``level`` toward the wafers (level D: one per wafer)."""
         if level == self.levels:

@@ -212,6 +212,8 @@ class SwarmXTree(SwarmX):
         name, depth = settings.name, settings.levels
         widths = [*self.nodes_per_level[1:], wafers]  # the edges leaving each level
         self.stand_in = ([list(range(w)) for w in widths] if stand_in is None else [list(row) for row in stand_in])
+        #: Each level's simulated edges, root first: fixed once built, and read on every count of the parts.
+        self._simulated_edges = [[c for c, s in enumerate(row) if s == c] for row in self.stand_in]
         self.down_edges = self._edges(env, "down", factor)
         self.up_edges = self._edges(env, "up", factor)
         self.fanouts: list[list[Fanout]] = []
@@ -228,6 +230,11 @@ class SwarmXTree(SwarmX):
             if level > 1:
                 for i in self._simulated(level - 1):
                     self.reducers[level - 1][i].connect(self.up_edges[level - 2][i].inbox)
+        self._reducers = self._distinct_nodes()  # each node once (a node stood for by another is that one)
+        #: The links that run, in start order (:meth:`simulated_links`): fixed once built.
+        down = [self.down_edges[level - 1][c] for level in range(1, depth + 1) for c in self._simulated(level)]
+        up = [self.up_edges[level - 1][c] for level in range(depth, 0, -1) for c in self._simulated(level)]
+        self._running = down + up
         path = [path_wafer // fan_out ** (depth - level) for level in range(1, depth + 1)]
         assert all(self.stand_in[level][c] == c for level, c in enumerate(path)), "the path must be simulated"
         self.down = [LinkGroup(f"{name}.down.l{level}", self._distinct(self.down_edges[level - 1]),
@@ -242,7 +249,7 @@ class SwarmXTree(SwarmX):
 
     def _simulated(self, level: int) -> list[int]:
         """The edges of ``level`` that stand for themselves (each its own link)."""
-        return [c for c, s in enumerate(self.stand_in[level - 1]) if s == c]
+        return self._simulated_edges[level - 1]
 
     @staticmethod
     def _distinct(links: list[Link]) -> list[Link]:
@@ -303,10 +310,7 @@ class SwarmXTree(SwarmX):
 
     def simulated_links(self) -> list[Link]:
         """The links that run, in the order of :meth:`links`: the order they start in."""
-        depth = self.levels
-        down = [self.down_edges[level - 1][c] for level in range(1, depth + 1) for c in self._simulated(level)]
-        up = [self.up_edges[level - 1][c] for level in range(depth, 0, -1) for c in self._simulated(level)]
-        return down + up
+        return list(self._running)
 
     def edges_below(self, level: int, wafers: int) -> int:
         """Edges leaving level ``level`` that carry chunks (not those above wafers cut off)."""
@@ -333,7 +337,7 @@ class SwarmXTree(SwarmX):
 
     def partial_sums(self) -> int:
         """Gradient chunks waiting at a node for the rest of its children."""
-        return sum(node.partial for node in self._distinct_nodes())
+        return sum(node.partial for node in self._reducers)
 
     def _distinct_nodes(self) -> list[Reduce]:
         return list({id(node): node for level in self.reducers for node in level}.values())

@@ -153,11 +153,6 @@ class Wafer:
         self.compute_s = 0.0
         self._factor = 1.0  # this step's factor on compute (compute_factors)
         self.loss_times: dict[tuple[int, int], float] = {}
-        #: Called with (step, micro_batch) as the wafer starts each micro-batch (before waiting for input).
-        self.on_micro_batch_start: Callable[[int, int], None] | None = None
-        #: Called with the pass index as the wafer starts each pass in :attr:`marked_passes` (layer folding).
-        self.on_marked_pass: Callable[[int], None] | None = None
-        self.marked_passes: frozenset[int] = frozenset()
         #: Called with the fraction of passes done after each pass (creates no SimPy events).
         self.progress: Callable[[float], None] | None = None
 
@@ -207,22 +202,26 @@ class Wafer:
             yield self.env.timeout(seconds)
             self._span(t0, self.env.now, cause, timing)
 
+    def start_pass(self, p: Pass) -> PassTiming:
+        """Begin pass ``p``: the wafer's pass boundary, before it waits for anything of the pass.
+
+        An observer from outside (a probe: :mod:`wss.model.folding.probe`) wraps this method on the wafer it
+        watches; the wafer itself calls no one, so a wafer that nobody watches pays nothing for it.
+        """
+        self._pass = p.index
+        if self.settings.compute_factors:
+            self._factor = self.settings.compute_factors[p.step]
+        timing = PassTiming()
+        self.passes.append(timing)
+        timing.start = self.env.now
+        return timing
+
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: execute the program."""
         env, cfg = self.env, self.settings
         for p in self.program:
-            self._pass = p.index
-            if cfg.compute_factors:
-                self._factor = cfg.compute_factors[p.step]
-            timing = PassTiming()
-            self.passes.append(timing)
-            timing.start = env.now
-            if p.index in self.marked_passes:
-                assert self.on_marked_pass is not None
-                self.on_marked_pass(p.index)
+            timing = self.start_pass(p)
             if p.op == 0 and p.phase == "forward":
-                if self.on_micro_batch_start is not None:
-                    self.on_micro_batch_start(p.step, p.micro_batch)
                 self.mb_started[(p.step, p.micro_batch)].succeed()
                 runtime = cfg.micro_batch_overhead_s + (cfg.step_overhead_s if p.micro_batch == 0 else 0.0)
                 yield from self._overhead(runtime, "runtime", timing)

@@ -78,26 +78,26 @@ class FoldedStretch:
 
 def folded_stretches(cluster: Cluster) -> list[FoldedStretch]:
     """The stretches of the unfolded axis that the run's folded copies fill, in time order."""
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     out = []
-    if cluster.layers is not None:
+    if cluster.folding.layers is not None:
         ops, program = cluster.plan.ops, cluster.program
-        for lf in cluster.layers.folds:
+        for lf in cluster.folding.layers.folds:
             fp = lf.point  # the copies end where pass c starts, on the axis with every block copy in place
-            end = lf.at + cluster.layers.shift(fp.c) + unfold.shift(fp.step, fp.micro_batch)
+            end = lf.at + cluster.folding.layers.shift(fp.c) + unfold.shift(fp.step, fp.micro_batch)
             block = ops[program[fp.b].op].block  # pass b starts the block every copy repeats
             assert block is not None
             out.append(FoldedStretch("block", block, unfold.step_of(fp.step), lf.copies, lf.period,
                                      end - lf.copies * lf.period, fp.micro_batch, fp.direction))
-    mb = cluster.fold
+    mb = cluster.folding.fold
     if mb is not None:
         for k, f in enumerate(mb.steps):
             out.append(FoldedStretch("micro-batch", mb.copied_micro_batch, unfold.step_of(k), mb.copies, f.period,
                                      f.at + unfold.shift(k, mb.copied_micro_batch)))
-    steps = cluster.step_fold
+    steps = cluster.folding.step_fold
     if steps is not None:
         after = COPIED_STEP + 1  # the first simulated step after the copies (the run's last)
-        end = cluster.snapshots[(after, 0)].time + unfold.shift(after, 0)
+        end = cluster.folding.snapshots[(after, 0)].time + unfold.shift(after, 0)
         out.append(FoldedStretch("step", COPIED_STEP, None, steps.copies, steps.period,
                                  end - steps.copies * steps.period))
     return sorted(out, key=lambda s: s.start_s)
@@ -107,10 +107,10 @@ class UnfoldedSpans:
     """Moves a recorded cluster's spans onto the unfolded axis (see the module docstring)."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.unfolding = unfold = cluster.unfolding()
+        self.unfolding = unfold = cluster.folding.unfolding()
         self.program = program = cluster.program
         self.stretches = folded_stretches(cluster)
-        self.layers = cluster.layers
+        self.layers = cluster.folding.layers
         #: Each pass's shift past the micro-batch and step copies, and its real step, by pass index.
         self.moved = [unfold.shift(p.step, p.micro_batch) for p in program]
         self.steps = [unfold.step_of(p.step) for p in program]

@@ -209,7 +209,7 @@ def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
     """
     new_index = unfold_wafer(cluster.wafer, cluster.program, layers, [(f.at, f.spans) for f in layers.folds])
     unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
-    unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index)
+    unfold_snapshots(cluster.folding.snapshots, cluster.program, layers, new_index)
 
 
 def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mapping[int, tuple[float, int]],

@@ -60,13 +60,13 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
     plan = cluster.plan
     s = plan.scenario
     n_steps = s.training.steps
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     shift = unfold.shift
 
     windows = _step_windows(cluster, unfold)
     timeline = _timeline_with_tail(cluster, windows.simulated_ends[-1])
-    breakdowns = [dict(b) for b in
-                  unfold.real_steps(_breakdowns(timeline, windows.simulated_ends, cluster.fold, plan.simulated_steps))]
+    simulated = _breakdowns(timeline, windows.simulated_ends, cluster.folding.fold, plan.simulated_steps)
+    breakdowns = [dict(b) for b in unfold.real_steps(simulated)]
     step_time = windows.total_s / n_steps
     samples = s.training.global_batch
     tokens = samples * plan.tokens_per_sample
@@ -102,7 +102,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
         step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
-        layer_folds=_layer_folds(plan) if cluster.layers is not None else None,
+        layer_folds=_layer_folds(plan) if cluster.folding.layers is not None else None,
         failures=failure_summary(plan, step_time, step_records),
     )
 
@@ -217,8 +217,9 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
 def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float) -> list[WaferRecord]:
     """One record per wafer of an unfolded run: its shard and its mean seconds per step by cause (measured
     once per simulated wafer, and copied to the wafers it stood for)."""
-    plan, fold = cluster.plan, cluster.fold
+    plan, fold = cluster.plan, cluster.folding.fold
     n_steps = plan.scenario.training.steps
+    totals = cluster.totals()
     measured: dict[int, tuple[dict[str, float], float]] = {}
     out = []
     for w, mbs in enumerate(wafer_micro_batches(plan)):
@@ -232,7 +233,7 @@ def _per_wafer(cluster: UnfoldedCluster, windows: _StepWindows, step_time: float
             copy = (lambda k, s=s: cluster.copy_breakdown(s, k)) if fold is not None else None
             steps = _breakdowns(timeline, windows.simulated_ends, fold, n_steps, copy)
             mean = {c: sum(b[c] for b in steps) / n_steps for c in BREAKDOWN_CATEGORIES}
-            measured[s] = mean, cluster.total(f"wafer.{s}.compute") / n_steps
+            measured[s] = mean, totals[f"wafer.{s}.compute"] / n_steps
         mean, compute = measured[s]
         out.append(WaferRecord(wafer=w, samples=plan.wafer_samples[w], micro_batches=mbs, breakdown_s=dict(mean),
                                compute_s=compute, idle_s=step_time - compute))
@@ -284,7 +285,8 @@ def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
     its stand-in's, 0 for a wafer cut off by a SwarmX node that is down."""
     if not isinstance(cluster, UnfoldedCluster):
         return [cluster.total("wafer.compute") / total] * cluster.plan.scenario.hardware.wafers
-    return [cluster.total(f"wafer.{s}.compute") / total if s >= 0 else 0.0 for s in cluster.stand_in]
+    totals = cluster.totals()  # once: a total per wafer would count every part once per wafer
+    return [totals[f"wafer.{s}.compute"] / total if s >= 0 else 0.0 for s in cluster.stand_in]
 
 
 def _store_utilisation(cluster: Cluster, total: float) -> dict[str, float]:
@@ -323,7 +325,7 @@ def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
     }
     if plan.step_fold_copies:  # only in a run whose steps are folded: results of other runs keep their bytes
         facts["steps_simulated"] = plan.simulated_steps
-    if cluster.layers is not None:  # likewise, only with layers folded
+    if cluster.folding.layers is not None:  # likewise, only with layers folded
         blocks = len({op.block for op in plan.ops if op.block is not None})
         facts["blocks"] = blocks
         facts["blocks_simulated_forward"] = blocks - len(plan.dropped_in("forward"))
@@ -458,7 +460,7 @@ def _records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]
 def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], list[dict[str, float]]]:
     """One record per wafer pass, and its pacing split."""
     plan = cluster.plan
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     recs: list[KernelRecord] = []
     paces: list[dict[str, float]] = []
     seconds = _pass_seconds(cluster.wafer.timeline, len(cluster.wafer.passes))
@@ -482,7 +484,7 @@ def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], 
                 cycles=t.cycles,
                 bound_by=bound,
                 exposed_stall_s=t.stall_s,
-                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.layer_repeats(p.index),
+                repeats=unfold.repeats(p.step, p.micro_batch) * cluster.folding.layer_repeats(p.index),
                 **_seconds_fields(seconds[p.index]),
             )
         )
@@ -492,7 +494,7 @@ def _wafer_records(cluster: Cluster, shift: Shift) -> tuple[list[KernelRecord], 
 def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, float, str]]) -> list[KernelRecord]:
     """One record per optimizer job (update or accumulation), in start order; the last update takes the tail."""
     plan = cluster.plan
-    unfold = cluster.unfolding()
+    unfold = cluster.folding.unfolding()
     recs: list[KernelRecord] = []
     opt = cluster.optimizer
     last_job = _last_update(cluster) if tail else None
@@ -525,7 +527,7 @@ def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, flo
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.layer_repeats(grad[(j.kernel, j.step,
+                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.folding.layer_repeats(grad[(j.kernel, j.step,
                                                                                             j.micro_batch)]),
                 **_seconds_fields(drain if j is last_job else {}),
             )

@@ -18,6 +18,7 @@ wires the parts, and nothing starts until :func:`run_cluster` starts it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,17 +36,10 @@ from wss.model.components.part import Part, counters_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.fold import Fold, Snapshot, analyse
-from wss.model.folding.layer_fold import (
-    FoldPoint,
-    LayerFold,
-    LayerFoldMismatch,
-    LayersFold,
-    check_point,
-    fold_points,
-    unfold_layers,
-)
-from wss.model.folding.step_fold import StepsFold, Unfolding, analyse_steps
+from wss.model.folding.fold import analyse
+from wss.model.folding.layer_fold import LayerFoldMismatch, LayersFold, unfold_layers
+from wss.model.folding.probe import FoldProbe
+from wss.model.folding.step_fold import analyse_steps
 from wss.model.machine.figures import input_bytes_per_sample, offload_chunk_bytes
 from wss.model.machine.flash_tails import flash_rng, read_factors
 from wss.model.machine.memoryx_rates import memoryx_rates
@@ -95,26 +89,35 @@ class Cluster(Generic[TreeT]):
     offload_in: Link | None = None  # the second channel of the wafer's leaf edge, for offloaded activations
     store_paths: StorePaths | None = None  # a limited activation store's bandwidths
     events: int = 0
-    snapshots: dict = field(default_factory=dict)
-    fold: Fold | None = None
-    step_fold: StepsFold | None = None
-    layer_points: list[FoldPoint] = field(default_factory=list)
-    layer_snapshots: dict[int, Snapshot] = field(default_factory=dict)
-    layer_folds: list[LayerFold] = field(default_factory=list)
-    layers: LayersFold | None = None
+    #: What folding observed of the run and proved (the runner attaches it; empty where nothing folds).
+    folding: FoldProbe = field(default_factory=FoldProbe)
+    #: Each simulated wafer's own parts (:func:`build_wafer`), in wafer order: the one wafer of the folded cluster.
+    wafer_parts: list[WaferParts] = field(default_factory=list)
 
     def links(self) -> list[Link]:
-        extra = [self.offload_in] if self.offload_in is not None else []
-        return [*self.swarmx.down, *self.swarmx.up, self.memoryx_in, *extra]
+        """The links that run: the tree's, MemoryX's network ports toward the root, the offload returns."""
+        return [*self.swarmx.simulated_links(), self.memoryx_in, *self.returns]
 
     def parts(self) -> list[Part]:
         """Every part, in the order their processes start (SimPy runs the events due at the same time in the
-        order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, the links
-        from MemoryX's ports to the wafer and back, the flash prefetch, the activation store, its bandwidths,
-        the wafer last."""
-        return [self.memoryx, self.optimizer, self.memoryx_in, self.inputs, *self.swarmx.down, *self.swarmx.up,
-                *([self.offload_in] if self.offload_in is not None else []), FlashPrefetch(self.memoryx),
-                *self.activation_stores(), *self.store_parts(), self.wafer]
+        order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, its network
+        ports toward the root, the wafers' input workers, the tree's links down and up, the offload returns, the
+        flash prefetch, the activation stores, their bandwidths, the wafers last (each per-wafer part once per
+        simulated wafer, in wafer order)."""
+        own = self.wafer_parts
+        return [self.memoryx, self.optimizer, self.memoryx_in, *(w.inputs for w in own),
+                *self.swarmx.simulated_links(), *self.returns, FlashPrefetch(self.memoryx), *self.activation_stores(),
+                *self.store_parts(), *self.simulated]
+
+    @property
+    def simulated(self) -> list[Wafer]:
+        """The wafers that run, in order (one per class of identical wafers)."""
+        return [w.wafer for w in self.wafer_parts]
+
+    @property
+    def returns(self) -> list[Link]:
+        """The simulated wafers' offload returns (the second channels of their leaf edges; none without offload)."""
+        return [w.back for w in self.wafer_parts if w.back is not None]
 
     def counters(self) -> dict[str, float]:
         """Every busy-time and byte counter, by name (what folding extrapolates)."""
@@ -126,7 +129,7 @@ class Cluster(Generic[TreeT]):
 
     def activation_stores(self) -> list[ActivationStore]:
         """The simulated wafers' activation stores."""
-        return [self.activations] if self.activations is not None else []
+        return [w.store for w in self.wafer_parts if w.store is not None]
 
     def state(self) -> tuple:
         """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
@@ -154,17 +157,11 @@ class Cluster(Generic[TreeT]):
 
     def total(self, counter: str) -> float:
         """A counter's final value on the unfolded time axis."""
-        value = self.counters()[counter] + (self.layers.extra(counter) if self.layers is not None else 0.0)
-        value += self.fold.extra(counter) if self.fold is not None else 0.0
-        return value + self.step_fold.extra(counter) if self.step_fold is not None else value
+        return self.folding.unfolded(counter, self.counters()[counter])
 
-    def layer_repeats(self, pass_index: int) -> int:
-        """How many block passes the record of a simulated pass stands for (with layer folding)."""
-        return self.layers.repeats(pass_index) if self.layers is not None else 1
-
-    def unfolding(self) -> Unfolding:
-        """The maps from the simulated axis to the unfolded one (micro-batches and steps)."""
-        return Unfolding(self.fold, self.step_fold)
+    def totals(self) -> dict[str, float]:
+        """Every counter's final value on the unfolded time axis, counted once (for reading many)."""
+        return {name: self.folding.unfolded(name, value) for name, value in self.counters().items()}
 
 
 def optimizer_settings(plan: Plan) -> OptimizerSettings:
@@ -379,6 +376,46 @@ def build_backbone(plan: Plan) -> Backbone:
     return Backbone(env, program, memoryx, optimizer, flash_channel, memoryx_in, paths)
 
 
+@dataclass
+class WaferParts:
+    """One simulated wafer's own parts: its input workers and the wafer, and with activation offload its store and
+    ``back``, the second channel of its leaf edge the block inputs come back on."""
+
+    inputs: InputWorkers
+    wafer: Wafer
+    store: ActivationStore | None = None
+    back: Link | None = None
+
+
+def build_wafer(env: simpy.Environment, plan: Plan, paths: StorePaths, program: list[Pass], inputs: InputSettings,
+                settings: WaferSettings, leaf_down: Link, leaf_up: Link, suffix: str = "",
+                copies: float = 1.0) -> WaferParts:
+    """A wafer and its own parts, wired between its leaf edges (the one place a per-wafer part is built).
+
+    ``suffix`` names them (``wafer<suffix>``, ``inputs<suffix>``, ...: empty in the folded cluster, ``.<w>`` in the
+    unfolded one); ``copies`` is how many wafers its bytes stand for on a store that the wafers share (MemoryX).
+    Offloaded block inputs leave at the wafer's edge going up (into the store's intake, or nowhere for an unlimited
+    store), and come back on a second channel of its leaf edge (its own buffers, the same wire as the weights).
+    """
+    ins = InputWorkers(env, dataclasses.replace(inputs, name=f"inputs{suffix}"))
+    wafer = Wafer(env, dataclasses.replace(settings, name=f"wafer{suffix}"), program, ins.ready, ins.mb_started)
+    leaf_down.connect(wafer.intake)
+    wafer.connect(leaf_up.inbox)
+    if not settings.offload_bytes_per_token:
+        return WaferParts(ins, wafer)
+    back = Link(env, f"{wafer.name}.offload.in", leaf_down.bandwidth_Bps, leaf_down.latency_s,
+                plan.scenario.hardware.wafer.ingress_buffer_bytes)
+    back.share_wire(leaf_down)
+    back.connect(wafer.act_intake)
+    writes, reads = paths.for_wafer(wafer.name)
+    store_settings = activation_store_settings(plan, program, settings, copies if paths.shared else 1.0)
+    store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations{suffix}"), wafer.forward_done,
+                            writes, reads)
+    store.connect(back.inbox)
+    leaf_up.route("activation", store.intake)
+    return WaferParts(ins, wafer, store, back)
+
+
 def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
     """Build every part from its settings and wire them; nothing runs yet.
 
@@ -388,55 +425,18 @@ def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], 
     bb = build_backbone(plan)
     env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
     swarmx = SwarmX(env, swarmx_settings(plan))
-    inputs = InputWorkers(env, input_settings(plan))
-    w_settings = wafer_settings(plan)
-    wafer = Wafer(env, w_settings, program, inputs.ready, inputs.mb_started)
-    wafer.progress = progress
-    activations, returns = None, None
-    if w_settings.offload_bytes_per_token:
-        # Offloaded block inputs leave at the wafer's edge going up (into the store's intake, or nowhere for an
-        # unlimited store), and come back on a second channel of the wafer's leaf edge (its own buffers, the
-        # same wire as the weights).
-        leaf = swarmx.down[-1]
-        returns = Link(env, "wafer.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
-                       plan.scenario.hardware.wafer.ingress_buffer_bytes)
-        returns.share_wire(leaf)
-        returns.connect(wafer.act_intake)
-        writes, reads = paths.for_wafer("wafer")
-        copies = folded_copies(plan) if paths.shared else 1.0  # on MemoryX's ports the wafer stands for them all
-        store_settings = activation_store_settings(plan, program, w_settings, copies)
-        activations = ActivationStore(env, store_settings, wafer.forward_done, writes, reads)
-        activations.connect(returns.inbox)
-        swarmx.up[0].route("activation", activations.intake)
-
+    # On MemoryX's ports the one wafer stands for them all.
+    own = build_wafer(env, plan, paths, program, input_settings(plan), wafer_settings(plan), swarmx.down[-1],
+                      swarmx.up[0], copies=folded_copies(plan))
+    own.wafer.progress = progress
     memoryx.connect(swarmx.down[0].inbox)
-    swarmx.down[-1].connect(wafer.intake)
-    wafer.connect(swarmx.up[0].inbox)
     swarmx.up[-1].connect(memoryx_in.inbox)
-
-    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, wafer, inputs, bb.flash_channel,
-                      activations, returns, paths)
+    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, own.wafer, own.inputs,
+                      bb.flash_channel, own.store, own.back, paths, wafer_parts=[own])
     if record:
         memoryx.record()
         for link in cluster.links():
             link.record()
-    if plan.fold_copies or plan.step_fold_copies:
-        def snapshot(step: int, mb: int) -> None:
-            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafer.timeline), cluster.counters(), cluster.state())
-
-        wafer.on_micro_batch_start = snapshot
-    if plan.layer_runs:
-        cluster.layer_points = fold_points(program, plan.ops, plan.layer_runs, plan.layer_directions)
-        checks = {f.c: f for f in cluster.layer_points}
-
-        def snapshot_pass(index: int) -> None:
-            cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
-                                                      cluster.state())
-            if index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
-                cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
-
-        wafer.marked_passes = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
-        wafer.on_marked_pass = snapshot_pass
     return cluster
 
 
@@ -447,22 +447,23 @@ def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], No
     ``progress`` is called with the fraction of the program done.
     """
     cluster = build_cluster(plan, record, progress)
-    env, optimizer = cluster.env, cluster.optimizer
+    env, optimizer, folding = cluster.env, cluster.optimizer, cluster.folding
+    folding.attach(cluster, [cluster.wafer], [cluster.wafer])
     processes = start_parts(env, cluster.parts())
     done = processes[cluster.wafer.name]
     drain(cluster, done, processes, plan.simulated_steps)
     if plan.layer_runs:
-        cluster.layers = LayersFold(tuple(cluster.layer_folds))
-        check_layer_crossings(cluster, cluster.layers)
-        unfold_layers(cluster, cluster.layers)
+        folding.layers = LayersFold(tuple(folding.layer_folds))
+        check_layer_crossings(cluster, folding.layers)
+        unfold_layers(cluster, folding.layers)
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]  # the last, or the first of an even split's tail
-        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.simulated_steps,
+        folding.fold = analyse(folding.snapshots, cluster.wafer.timeline, plan.simulated_steps,
                                after_copies, plan.fold_copies)
     if plan.step_fold_copies:
         ends = [max(j.end for j in optimizer.jobs if j.kind == "update" and j.step == step)
                 for step in range(plan.simulated_steps)]
-        cluster.step_fold = analyse_steps(cluster.snapshots, cluster.wafer.timeline, ends, cluster.fold,
+        folding.step_fold = analyse_steps(folding.snapshots, cluster.wafer.timeline, ends, folding.fold,
                                           plan.step_fold_copies)
     return cluster
 

@@ -34,26 +34,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import simpy
 
-from wss.model.components.activations import ActivationStore
-from wss.model.components.inputs import InputWorkers
-from wss.model.components.links import Link
-from wss.model.components.memoryx import FlashPrefetch
-from wss.model.components.part import Part, counters_of
+from wss.model.components.part import counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.fold import Snapshot, analyse, seconds_by_cause
+from wss.model.folding.fold import analyse, seconds_by_cause
 from wss.model.folding.layer_fold import (
     LayerFold,
     LayerFoldMismatch,
     LayersFold,
-    check_point,
-    fold_points,
     unfold_jobs,
     unfold_snapshots,
     unfold_wafer,
@@ -69,9 +64,9 @@ from wss.model.scenario.fold_rules import stand_ins
 from wss.model.scenario.shards import reachable_wafers
 from wss.model.sim.cluster import (
     Cluster,
-    StorePaths,
-    activation_store_settings,
+    WaferParts,
     build_backbone,
+    build_wafer,
     check_layer_crossings,
     drain,
     input_settings,
@@ -90,24 +85,16 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
     wafer's, ``swarmx`` is the tree (its levels viewed as link classes).
 
     ``wafers`` has one entry per wafer: while the run lasts, a wafer stood for by another is that one's
-    object; after it, a copy under its own name (:meth:`name_members`).  ``all_inputs``, ``stores`` and
-    ``returns`` are the simulated wafers' only.
+    object; after it, a copy under its own name (:meth:`name_members`).  ``wafer_parts`` are the simulated
+    wafers' only.
     """
 
     wafers: list[Wafer] = field(default_factory=list)
     #: Each wafer's stand-in: the wafer simulated in its place (itself when it is simulated).
     stand_in: list[int] = field(default_factory=list)
-    all_inputs: list[InputWorkers] = field(default_factory=list)
-    stores: list[ActivationStore] = field(default_factory=list)
-    returns: list[Link] = field(default_factory=list)
-    #: (step, micro-batch) -> each wafer's timeline length when the representative wafer started it.
-    marks: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     #: At the start of the run and as each step's last update ends: every part's busy seconds so far (each
     #: wafer's compute, then each tree link's transfers; :meth:`busy_parts` names them).
     step_busy: list[list[float]] = field(default_factory=list)
-    #: With layer folding: each simulated wafer's (start time, timeline length, compute seconds) at the fold
-    #: points' passes.
-    wafer_marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
 
     def busy_parts(self) -> list[str]:
         """What each entry of :attr:`step_busy` measures: ``wafer.<w>``, then every tree link."""
@@ -117,11 +104,6 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
     def reachable(self) -> int:
         """Wafers that train (not cut off by a SwarmX node that is down)."""
         return sum(1 for s in self.stand_in if s >= 0)
-
-    @property
-    def simulated(self) -> list[Wafer]:
-        """The wafers that ran, one per class of identical wafers, in order."""
-        return [self.wafers[w] for w, s in enumerate(self.stand_in) if s == w]
 
     def name_members(self) -> None:
         """After the run: every wafer and edge stood for by another becomes a copy of its stand-in under its
@@ -146,25 +128,16 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         extra = [self.offload_in] if isinstance(self.offload_in, LinkGroup) else []
         return [*self.tree.down, *self.tree.up, *extra]  # type: ignore[list-item]
 
-    def links(self) -> list[Link]:
-        return [*self.tree.simulated_links(), self.memoryx_in, *self.returns]
-
-    def parts(self) -> list[Part]:
-        """Every simulated part, in the folded cluster's start order, each part repeated per simulated wafer or
-        edge in order (the wafers last)."""
-        return [self.memoryx, self.optimizer, self.memoryx_in, *self.all_inputs, *self.tree.simulated_links(),
-                *self.returns, FlashPrefetch(self.memoryx), *self.stores, *self.store_parts(), *self.simulated]
-
     def counters(self) -> dict[str, float]:
-        """Every simulated part's counters; the representative wafer's under the folded cluster's names
-        (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its busiest edge's; and
-        every wafer's compute, a wafer stood for by another counting its stand-in's."""
+        """Every simulated part's counters (each simulated wafer's compute as ``wafer.<w>.compute``: a wafer
+        stood for by another counts as its stand-in, so it has none of its own); the representative wafer's under
+        the folded cluster's names (``wafer.compute``, ``inputs``); each level's (and the offload returns') as its
+        busiest edge's.  Its cost grows with the simulated parts, not with the wafers: folding counts the cluster
+        at every snapshot."""
         c = counters_of(self.parts())
         c["wafer.compute"] = self.wafer.compute_s
         c["inputs"], c["inputs.bytes"] = self.inputs.busy_s, self.inputs.bytes
         c.update(counters_of(self.groups()))
-        for w, wafer in enumerate(self.wafers):
-            c[f"wafer.{w}.compute"] = wafer.compute_s
         return c
 
     def state(self) -> tuple:
@@ -174,13 +147,10 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
         return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining(), self.store_state())
 
-    def activation_stores(self) -> list[ActivationStore]:
-        return list(self.stores)
-
     def wait_context(self) -> tuple[dict[int, str], str]:
         """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
         names, where = super().wait_context()
-        for wafer, inputs in zip(self.simulated, self.all_inputs):
+        for wafer, inputs in ((w.wafer, w.inputs) for w in self.wafer_parts):
             names[id(wafer.intake)] = f"the intake of {wafer.name}"
             names[id(wafer.act_intake)] = f"the intake of offloaded activations of {wafer.name}"
             for (step, mb), ev in wafer.forward_done.items():
@@ -193,9 +163,10 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
 
     def copy_breakdown(self, wafer: int, step: int) -> dict[str, float]:
         """A wafer's seconds by cause in one folded copy of ``step``'s repeated micro-batch."""
-        assert self.fold is not None
-        a = self.marks[(step, self.fold.copied_micro_batch)][wafer]
-        b = self.marks[(step, self.fold.last_micro_batch)][wafer]
+        fold, marks = self.folding.fold, self.folding.marks
+        assert fold is not None
+        a = marks[(step, fold.copied_micro_batch)][wafer]
+        b = marks[(step, fold.last_micro_batch)][wafer]
         return seconds_by_cause(self.wafers[wafer].timeline[a:b])
 
 
@@ -295,16 +266,15 @@ def build_unfolded(plan: Plan, record: bool = False,
                       classes)
     stand_in = tree.stand_in[-1]
     slowdowns = faults.slowdowns()
-    members = [sum(1 for s in stand_in if s == w) for w in range(hw.wafers)]  # wafers each simulated one stands for
+    counted = Counter(stand_in)
+    members = [counted[w] for w in range(hw.wafers)]  # wafers each simulated one stands for
     sizes = wafer_micro_batches(plan)
     programs = _programs(plan, program, sizes)
     w_base = _all_token_counts(plan, sizes)
     i_base = input_settings(plan)
     factors = _jitter(plan)
     wafers: list[Wafer] = []
-    inputs: list[InputWorkers] = []
-    stores: list[ActivationStore] = []
-    returns: list[Link] = []
+    own: list[WaferParts] = []
     for w, mbs in enumerate(sizes):
         if stand_in[w] == -1:  # cut off: a wafer that never runs (its record and trace track stay empty)
             wafers.append(Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), [], {}, {}))
@@ -312,94 +282,35 @@ def build_unfolded(plan: Plan, record: bool = False,
         if stand_in[w] != w:  # stood for by an identical wafer
             wafers.append(wafers[stand_in[w]])
             continue
-        prog = programs[tuple(mbs)]
-        ins = InputWorkers(env, dataclasses.replace(i_base, micro_batch_samples=tuple(mbs), name=f"inputs.{w}"))
-        settings = _slowed(dataclasses.replace(w_base, name=f"wafer.{w}", compute_factors=factors[w]),
-                           slowdowns.get(w, 1.0))
-        wafer = Wafer(env, settings, prog, ins.ready, ins.mb_started)
-        tree.leaf_down(w).connect(wafer.intake)
-        wafer.connect(tree.leaf_up(w).inbox)
-        if w_base.offload_bytes_per_token:
-            store, back = _activation_store(env, plan, tree, paths, w, wafer, prog, w_base, members[w])
-            stores.append(store)
-            returns.append(back)
-        wafers.append(wafer)
-        inputs.append(ins)
+        settings = _slowed(dataclasses.replace(w_base, compute_factors=factors[w]), slowdowns.get(w, 1.0))
+        own.append(build_wafer(env, plan, paths, programs[tuple(mbs)],
+                               dataclasses.replace(i_base, micro_batch_samples=tuple(mbs)), settings,
+                               tree.leaf_down(w), tree.leaf_up(w), f".{w}", members[w]))  # members: on MemoryX's ports
+        wafers.append(own[-1].wafer)
     wafers[rep].progress = progress
     memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
     tree.connect_root(memoryx_in.inbox)
-    at = sorted(set(stand_in) - {-1}).index(rep)  # the representative among the simulated wafers
-    offload_in = LinkGroup("wafer.offload.in", returns, returns[at]) if returns else None
+    mine = own[sorted(set(stand_in) - {-1}).index(rep)]  # the representative's parts among the simulated wafers'
+    returns = [w.back for w in own if w.back is not None]
+    offload_in = LinkGroup("wafer.offload.in", returns, mine.back) if mine.back is not None else None
     cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, bb.optimizer, tree, memoryx_in,
-                              wafers[rep], inputs[at], bb.flash_channel, stores[at] if stores else None, offload_in,
-                              paths, wafers=wafers, stand_in=list(stand_in), all_inputs=inputs, stores=stores,
-                              returns=returns)
+                              mine.wafer, mine.inputs, bb.flash_channel, mine.store, offload_in, paths,
+                              wafer_parts=own, wafers=wafers, stand_in=list(stand_in))
     if record:
         memoryx.record()
         for group in cluster.groups():
             group.record()
         memoryx_in.record()
-    if plan.fold_copies:
-        def snapshot(step: int, mb: int) -> None:
-            cluster.snapshots[(step, mb)] = Snapshot(env.now, len(wafers[rep].timeline), cluster.counters(),
-                                                     cluster.state())
-            cluster.marks[(step, mb)] = [len(w.timeline) for w in wafers]
-
-        wafers[rep].on_micro_batch_start = snapshot
-    if plan.layer_runs:
-        _mark_layers(cluster)
     return cluster
-
-
-def _activation_store(env: simpy.Environment, plan: Plan, tree: SwarmXTree, paths: StorePaths, w: int, wafer: Wafer,
-                      program: list[Pass], settings: WaferSettings, members: int) -> tuple[ActivationStore, Link]:
-    """Wafer ``w``'s activation store and the second channel of its leaf edge the block inputs come back on.
-
-    As in the folded cluster: offloaded block inputs leave at the wafer's edge going up (into the store), and
-    come back on a second channel of its leaf edge.  On MemoryX's ports a simulated wafer's bytes count for
-    every wafer of its class (``members``).
-    """
-    leaf = tree.leaf_down(w)
-    back = Link(env, f"wafer.{w}.offload.in", leaf.bandwidth_Bps, leaf.latency_s,
-                plan.scenario.hardware.wafer.ingress_buffer_bytes)
-    back.share_wire(leaf)
-    back.connect(wafer.act_intake)
-    writes, reads = paths.for_wafer(f"wafer.{w}")
-    store_settings = activation_store_settings(plan, program, settings, members if paths.shared else 1.0)
-    store = ActivationStore(env, dataclasses.replace(store_settings, name=f"activations.{w}"), wafer.forward_done,
-                            writes, reads)
-    store.connect(back.inbox)
-    tree.leaf_up(w).route("activation", store.intake)
-    return store, back
-
-
-def _mark_layers(cluster: UnfoldedCluster) -> None:
-    """Layer folding (:mod:`wss.model.folding.layer_fold`): every simulated wafer notes where it starts the fold
-    points' passes; the representative also snapshots the cluster there and checks each fold point."""
-    env, rep, plan = cluster.env, cluster.wafer, cluster.plan
-    cluster.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions)
-    checks = {f.c: f for f in cluster.layer_points}
-    marked = frozenset(i for f in cluster.layer_points for i in (f.a, f.b, f.c))
-    for wafer in cluster.simulated:
-        marks = cluster.wafer_marks.setdefault(wafer.name, {})
-
-        def mark(index: int, wafer: Wafer = wafer, marks: dict[int, tuple[float, int, float]] = marks) -> None:
-            marks[index] = (env.now, len(wafer.timeline), wafer.compute_s)
-            if wafer is rep:
-                cluster.layer_snapshots[index] = Snapshot(env.now, len(wafer.timeline), cluster.counters(),
-                                                          cluster.state())
-                if index in checks:
-                    cluster.layer_folds.append(check_point(checks[index], cluster.layer_snapshots, wafer.timeline))
-
-        wafer.marked_passes, wafer.on_marked_pass = marked, mark
 
 
 def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
     """A fold point's deltas with each wafer's compute measured over its own copied block (from its own marks,
     not the representative's moments): identical wafers then grow by identical amounts, to the bit."""
     b, c = fold.point.b, fold.point.c
-    own = {f"wafer.{w}.compute": cluster.wafer_marks[wafer.name][c][2] - cluster.wafer_marks[wafer.name][b][2]
-           for w, wafer in enumerate(cluster.wafers) if wafer.name in cluster.wafer_marks}
+    marks = cluster.folding.wafer_marks
+    own = {f"wafer.{w}.compute": marks[wafer.name][c][2] - marks[wafer.name][b][2]
+           for w, wafer in enumerate(cluster.wafers) if wafer.name in marks}
     return dataclasses.replace(fold, deltas={**fold.deltas, **own})
 
 
@@ -407,11 +318,12 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
     """After a layer-folded run, before its members are named: every simulated wafer's timeline, passes and
     loss times, the optimizer's jobs, the snapshots, each wafer's micro-batch marks and the parts' busy
     seconds at each step's end, all on the axis with the folded blocks in place."""
-    layers = LayersFold(tuple(_own_compute(cluster, f) for f in cluster.layer_folds))
-    cluster.layers = layers
+    folding = cluster.folding
+    layers = LayersFold(tuple(_own_compute(cluster, f) for f in folding.layer_folds))
+    folding.layers = layers
     check_layer_crossings(cluster, layers)
     copies = {id(w): [(f.at, f.spans) for f in layers.folds] if w is cluster.wafer
-              else wafer_copies(w.timeline, {i: m[:2] for i, m in cluster.wafer_marks[w.name].items()}, layers,
+              else wafer_copies(w.timeline, {i: m[:2] for i, m in folding.wafer_marks[w.name].items()}, layers,
                                 w.name)
               for w in cluster.simulated}
     for w in cluster.simulated:
@@ -419,9 +331,9 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
             raise LayerFoldMismatch(f"{w.name} waited for input data after folded blocks", "")
     new_index = {id(w): unfold_wafer(w, w.program, layers, copies[id(w)]) for w in cluster.simulated}
     unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
-    unfold_snapshots(cluster.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
-    for key, lengths in cluster.marks.items():
-        cluster.marks[key] = [new_index[id(w)][n] if id(w) in new_index else n
+    unfold_snapshots(folding.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
+    for key, lengths in folding.marks.items():
+        folding.marks[key] = [new_index[id(w)][n] if id(w) in new_index else n
                               for w, n in zip(cluster.wafers, lengths)]
     names = [f"wafer.{w}.compute" for w in range(len(cluster.wafers))] + [link.name for link in cluster.tree.links()]
     for k, busy in enumerate(cluster.step_busy):
@@ -446,6 +358,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
     env = cluster.env
+    cluster.folding.attach(cluster, cluster.wafers, cluster.simulated)
     wafers = len(cluster.simulated)
     parts = cluster.parts()
     processes = start_parts(env, parts[:-wafers])
@@ -460,6 +373,6 @@ def run_unfolded(plan: Plan, record: bool = False,
     cluster.name_members()
     if plan.fold_copies:
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]
-        cluster.fold = analyse(cluster.snapshots, cluster.wafer.timeline, plan.scenario.training.steps,
-                               after_copies, plan.fold_copies)
+        cluster.folding.fold = analyse(cluster.folding.snapshots, cluster.wafer.timeline,
+                                       plan.scenario.training.steps, after_copies, plan.fold_copies)
     return cluster
