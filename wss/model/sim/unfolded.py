@@ -58,7 +58,7 @@ from wss.model.kernels.cycles import KernelCycles
 from wss.model.machine.jitter import compute_factors, jitter_rng
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
-from wss.model.plan.micro_batching import split_evenly
+from wss.model.plan.micro_batching import split_under
 from wss.model.program import Pass, updated_kernels
 from wss.model.scenario.fold_rules import stand_ins
 from wss.model.scenario.shards import reachable_wafers
@@ -219,9 +219,12 @@ def wafer_kinds(plan: Plan, classes: bool = True) -> list[Hashable | None]:
 
 
 def wafer_micro_batches(plan: Plan) -> list[list[int]]:
-    """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches."""
-    n, busiest = len(plan.micro_batches), max(plan.wafer_samples)
-    return [list(plan.micro_batches) if s == busiest else split_evenly(s, n) for s in plan.wafer_samples]
+    """Each wafer's micro-batch sizes: its shard cut into the busiest wafer's number of micro-batches, lined
+    up under the busiest wafer's (:func:`~wss.model.plan.micro_batching.split_under`), which then paces the
+    lock-step cluster as it does folded."""
+    busiest = max(plan.wafer_samples)
+    return [list(plan.micro_batches) if s == busiest else split_under(s, plan.micro_batches)
+            for s in plan.wafer_samples]
 
 
 def _all_token_counts(plan: Plan, sizes: list[list[int]]) -> WaferSettings:
