@@ -45,6 +45,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
+import json
+import math
 import os
 import re
 import shutil
@@ -53,6 +55,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wss.errors import WssError, shorten
 
@@ -73,6 +76,7 @@ __all__ = [
     "ensure_file_target",
     "is_special_file",
     "read_input",
+    "loads_finite",
     "safe_name",
     "TEMP_FILE",
     "MAX_NAME_BYTES",
@@ -507,3 +511,18 @@ def safe_name(name: str, keep: str = "-_.", fallback: str = "scenario", limit: i
         head = text.encode("utf-8")[: limit - 9].decode("utf-8", "ignore")
         text = f"{head}-{digest}"
     return text
+
+
+def loads_finite(text: str | bytes) -> Any:
+    """JSON as wss writes it: every number finite.  ``NaN``, ``Infinity`` and a number too large for a float
+    (``1e999``) raise :class:`ValueError` naming it, where :func:`json.loads` would give a non-finite float."""
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise ValueError(f"the number {shorten(number, 40)} is not finite")
+        return value
+
+    def constant(name: str) -> float:
+        raise ValueError(f"{name} is not a number wss writes (it writes finite numbers only)")
+
+    return json.loads(text, parse_float=finite, parse_constant=constant)

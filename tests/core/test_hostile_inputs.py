@@ -139,7 +139,7 @@ DAMAGE = {
     "records not a list": (lambda d: d.update(records={"a": 1}), "records: Input should be a valid list"),
     "a step time that is text": (lambda d: d["steps"][0].update(time_s="fast"), "steps.0.time_s"),
     "NaN": (lambda d: json.dumps(d).replace('"step_time_s": ', '"step_time_s": NaN, "x": ', 1),
-            "NaN is not a number a result holds"),
+            "NaN is not a number wss writes"),
     "1e999": (lambda d: json.dumps(d).replace('"total_time_s": ', '"total_time_s": 1e999, "x": ', 1),
               "the number 1e999 is not finite"),
     "truncated": (lambda d: json.dumps(d)[:1000], "not JSON"),

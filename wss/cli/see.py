@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,13 +124,12 @@ def load_result(path: Path) -> Result:
     """
     from pydantic import ValidationError
 
-    from wss.files import InputError, read_input
+    from wss.files import InputError, loads_finite, read_input
     from wss.model.result.results import MAX_RESULT_BYTES, Result
 
     shown = shorten(str(path))
     try:
-        doc = json.loads(read_input(path, MAX_RESULT_BYTES, starts_with=b"{"),
-                         parse_float=_finite_float, parse_constant=_no_constant)
+        doc = loads_finite(read_input(path, MAX_RESULT_BYTES, starts_with=b"{"))
         result = Result.model_validate(doc)
     except FileNotFoundError:
         raise SeeInputError(f"{shown}: no such file") from None
@@ -150,17 +148,6 @@ def load_result(path: Path) -> Result:
     if not result.steps:
         raise SeeInputError(f"{shown}: not a wss result: it holds no steps (a run has at least one)")
     return result
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {shorten(text, 40)} is not finite")
-    return value
-
-
-def _no_constant(text: str) -> float:
-    raise ValueError(f"{text} is not a number a result holds (wss writes finite numbers only)")
 
 
 def _json_problem(exc: BaseException) -> str:

@@ -37,7 +37,7 @@ from typing import Any, Final, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wss.errors import WssError, quote, shorten
-from wss.files import InputError, atomic_write_text, read_input
+from wss.files import InputError, atomic_write_text, loads_finite, read_input
 from wss.model.result.results import Result
 from wss.model.scenario import Scenario, load_scenario
 
@@ -257,7 +257,7 @@ def load_baseline(path: str | Path, scenario_path: str | Path | None = None) -> 
     except (OSError, UnicodeDecodeError, InputError) as exc:
         raise CheckError(f"{shown}: cannot read baseline: {shorten(str(exc))}") from None
     try:
-        return Baseline.model_validate(json.loads(text, parse_constant=_not_finite, parse_float=_finite))
+        return Baseline.model_validate(loads_finite(text))
     except ValidationError as exc:  # before ValueError, its base class
         first = exc.errors(include_url=False)[0]
         where = shorten(".".join(str(p) for p in first["loc"]) or "<top level>")
@@ -266,16 +266,6 @@ def load_baseline(path: str | Path, scenario_path: str | Path | None = None) -> 
         problem = "nested too deep" if isinstance(exc, RecursionError) else shorten(str(exc))
     raise CheckError(f"{shown}: not a {FORMAT} file ({problem}); {_refresh_hint(scenario_path, path.parent)}")
 
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {shorten(text, 40)} is not finite")
-    return value
-
-
-def _not_finite(text: str) -> float:
-    raise ValueError(f"{text} is not a number wss records")
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
