@@ -58,6 +58,8 @@ def test_a_wss_error_from_any_command_is_one_line_and_exit_2(module, monkeypatch
         argv = [command, "a.json", "b.json"]
     if command == "completion":
         argv = [command, "bash"]
+    if command == "size":
+        argv = [command, "x.yaml", "--tokens", "1e9"]  # required: without it argparse refuses before run()
     assert main(argv) == EXIT_BAD_INPUT
     captured = capsys.readouterr()
     assert captured.err == "error: something the user can fix\n" and captured.out == ""

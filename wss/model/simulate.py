@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from wss.model.folding.ladder import run_folded
+from wss.model.folding.run_plan import check_work, folding_plan
 from wss.model.plan import Plan, make_plan
 from wss.model.result.measure import measure, wafer_folding
 from wss.model.result.results import NumericsSummary, Result
 from wss.model.scenario import Scenario, load_scenario
-from wss.model.scenario.fold_rules import fold_decision, uniform_shards
 from wss.model.sim.cluster import Cluster, run_cluster
 from wss.model.sim.unfolded import run_unfolded
 
 __all__ = ["simulate", "simulate_detailed", "plan", "would_fold", "check_work"]
+
 
 #: What the run decided and why (``wss -v``): the plan, folding, fallbacks.  The model never configures logging.
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def simulate_detailed(
     folding = wafer_folding(s)
     run = run_cluster if folding.folded else run_unfolded
     progress = _monotone(progress)
-    p = _folding_plan(s, profiles, fold_layers)
+    p = folding_plan(s, profiles, fold_layers)
     check_work(s, p)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps, %d of %d blocks",
@@ -82,52 +83,6 @@ def simulate_detailed(
     cluster = run_folded(s, profiles, p, partial(run, record=record, progress=progress))
     log.debug("%s: %d SimPy events", s.name, cluster.events)
     return measure(cluster, __version__, numerics), cluster
-
-
-def _folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
-    """The plan a run simulates, with the micro-batches, steps and layers it may fold.
-
-    Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the folded
-    cluster (the unfolded one has no step-fold check yet); identical blocks fold in both, whatever the shards
-    (not with random slow flash reads).  A recording run folds as the plain one does.
-    """
-    folded = fold_decision(s)[0]
-    fold = (folded or uniform_shards(s)) and s.faults.flash is None
-    layers = fold_layers and s.faults.flash is None
-    return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
-
-
-def check_work(s: Scenario, p: Plan | None = None) -> None:
-    """Refuse a run whose simulated work, counted on the plan it runs (after folding), exceeds the bound.
-
-    The scenario's own checks bound the work before planning, from upper estimates
-    (:mod:`wss.model.scenario.limits`); here the plan is known, so the count is the run's: every streamed
-    pass's chunks and every offloaded block input's chunks that the program simulates, times the wafers
-    simulated apart.  A tiny ``simulation.chunk_bytes`` under activation offload is what the scenario's
-    estimate cannot see: offloaded activations travel in chunks an eighth of its size.
-    """
-    from wss.errors import FieldProblem, ScenarioError
-    from wss.model.plan.problems import scenario_source
-    from wss.model.program import build_program, chunk_passes
-    from wss.model.scenario.fold_rules import simulated_wafers
-    from wss.model.scenario.limits import MAX_CHUNK_PASSES
-
-    p = p if p is not None else _folding_plan(s, None)
-    weights, activations = chunk_passes(p, build_program(p))
-    wafers = 1 if fold_decision(s)[0] else simulated_wafers(s)
-    work = (weights + activations) * wafers
-    if work <= MAX_CHUNK_PASSES:
-        return
-    apart = f", x {wafers:,} wafers simulated apart" if wafers > 1 else ""
-    if activations > weights:
-        field = "simulation.chunk_bytes"
-        fix = "raise simulation.chunk_bytes or choose another training.activation_checkpointing"
-    else:
-        field, fix = "training.steps", "lower training.steps or simulation.max_chunks_per_kernel"
-    raise ScenarioError(scenario_source(s), [FieldProblem(field, (
-        f"the run would simulate {work:,} chunk passes ({weights:,} of weights and {activations:,} of offloaded "
-        f"activations{apart}); a run simulates at most {MAX_CHUNK_PASSES:,} (a few minutes): {fix}"))])
 
 
 def _monotone(progress: Callable[[float], None] | None) -> Callable[[float], None] | None:
@@ -152,5 +107,5 @@ def _blocks(p: Plan) -> int:
 def would_fold(scenario: Scenario | Mapping[str, Any] | str | Path) -> bool:
     """Would :func:`simulate` fold micro-batches, steps or blocks (if the folds pass their checks)?  Then a
     trace of the run marks the stretches its copies fill (:mod:`wss.model.folding.folded_spans`)."""
-    p = _folding_plan(_as_scenario(scenario), None)
+    p = folding_plan(_as_scenario(scenario), None)
     return bool(p.fold_copies or p.step_fold_copies or p.layer_runs)
