@@ -85,7 +85,7 @@ def test_misspelt_metric_is_bad_input(recorded: Path, scenario: Path, capsys, mo
     def no_simulation(*args: object, **kwargs: object) -> None:
         raise AssertionError("simulated before refusing the metric name")
 
-    monkeypatch.setattr(wss.model.simulate, "simulate", no_simulation)
+    monkeypatch.setattr(wss.model.simulate, "simulate_detailed", no_simulation)
     assert check_cli(["check", scenario, "--baselines", recorded.parent, "--metric", "step_tme_s=0.1"]) == 2
     assert ("error: --metric or --metrics step_tme_s matches no metric of the baselines; did you mean "
             "'step_time_s'?") in capsys.readouterr().err
@@ -197,3 +197,12 @@ def test_wired_wss_check_bad_input_exits_2(tmp_path: Path, scenario: Path):
     assert r.returncode == 2 and r.stderr.startswith("error: bad.yaml") and r.stderr.count("\n") == 1
     r = run_python(WIRED_MAIN, "check", "--help", cwd=tmp_path)
     assert r.returncode == 0 and "--baselines" in r.stdout
+
+
+def test_check_reports_progress_while_it_simulates(recorded: Path, scenario: Path):
+    """check_scenario tells a progress callable the fraction simulated, ending at 1 (the CLI's bar)."""
+    from wss.studies.check import check_scenario
+
+    seen: list[float] = []
+    comparison = check_scenario(scenario, recorded.parent, progress=seen.append)
+    assert comparison.ok and seen and seen[-1] == 1.0 and seen == sorted(seen)

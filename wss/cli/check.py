@@ -230,7 +230,11 @@ def _check_one(path: Path, args: argparse.Namespace,
                                                quiet=args.json)
             entry["note"] = note
         else:
-            comparison = check_scenario(path, args.baselines, args.rtol, tolerances, args.metrics)
+            from wss.views.progress import progress_bar
+
+            # a bar while the scenario simulates (on a terminal, after a second), closed before its line prints
+            with progress_bar(f"check {path.name}", quiet=args.json, delay_s=1.0) as bar:
+                comparison = check_scenario(path, args.baselines, args.rtol, tolerances, args.metrics, bar)
             status = "ok" if comparison.ok else "regressed"
             if not args.json:
                 _report(path, comparison, args.baselines, args.all_rows)

@@ -115,9 +115,9 @@ def _print_json(args: argparse.Namespace, result: Result, files: list[Path]) -> 
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from wss.model.folding.run_plan import check_work
     from wss.model.plan import make_plan
     from wss.model.scenario import load_scenario
-    from wss.model.folding.run_plan import check_work
     from wss.views.summary import format_plan
 
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -456,8 +456,11 @@ def check_scenario(
     rtol: float = 0.01,
     metric_tolerances: Mapping[str, float] | None = None,
     gates: Iterable[str] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> Comparison:
     """Load a scenario and its baseline, make sure the baseline is fresh, simulate, compare (:func:`compare`).
+
+    ``progress`` is called with the fraction of the simulation done (a progress bar's callable).
 
     Raises
     ------
@@ -466,13 +469,13 @@ def check_scenario(
     MissingBaseline, StaleBaseline, CheckError
         The baseline is absent, was recorded for another resolved scenario, or is unreadable.
     """
-    from wss.model.simulate import simulate
+    from wss.model.simulate import simulate_detailed
 
     scenario = load_scenario(scenario_path)
     path = baseline_path(baselines_dir, scenario_path)
     baseline = load_baseline(path, scenario_path)
     ensure_fresh(baseline, scenario, path, scenario_path)
-    result = simulate(scenario)
+    result, _ = simulate_detailed(scenario, record=False, progress=progress)
     return compare(baseline, result, rtol, metric_tolerances, gates)
 
 
