@@ -235,3 +235,18 @@ def test_micro_batches_and_steps_fold_with_a_limited_store(store):
     for c, v in every.breakdown_s.items():
         assert folded.breakdown_s[c] == pytest.approx(v, rel=1e-9, abs=1e-9 * every.step_time_s), c
     assert folded.utilisation["activations.store"] == pytest.approx(every.utilisation["activations.store"], rel=1e-9)
+
+
+def test_the_summary_gives_memoryx_store_rate_as_the_run_has_it():
+    """With the store on MemoryX, the plan's summary gives MemoryX's network as the run has it: a shard at half
+    its network rate halves it for all (the shards added up at the slowest's), not the configured figure."""
+    from wss.model.machine.memoryx_rates import memoryx_rates
+    from wss.views.summary import format_plan, si
+
+    sets = {"training.activation_checkpointing": "offload", "hardware.activation_store.location": "memoryx"}
+    base = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", sets)
+    slow = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",
+                             {**sets, "faults.shards": [{"shard": 0, "network_factor": 0.5}]})
+    assert memoryx_rates(slow).network_Bps == 0.5 * memoryx_rates(base).network_Bps
+    for s in (base, slow):
+        assert f"its network, {si(memoryx_rates(s).network_Bps, 'B/s')} each way" in format_plan(wss.plan(s))

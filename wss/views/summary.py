@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wss.errors import shorten
+from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan import Plan
 from wss.model.plan.activation_store import offload_bytes
@@ -88,12 +89,13 @@ def _placement_lines(components: dict[str, dict[str, float]], label: str) -> lis
     return [f"  {label}{parts}"]
 
 
-def _store_rate(hw: HardwareConfig) -> str:
-    """Where offloaded block inputs go and at what rate (``hardware.activation_store``), in words."""
+def _store_rate(s: Scenario) -> str:
+    """Where offloaded block inputs go and at what rate (``hardware.activation_store``), in words; MemoryX's
+    network at the rate the run has it (:func:`~wss.model.machine.memoryx_rates.memoryx_rates`, a slow shard's)."""
+    hw = s.hardware
     store = hw.activation_store
     if store.location == "memoryx":
-        mx = hw.memoryx
-        return (f"to MemoryX: its network, {si(mx.shards * mx.network_bandwidth_Bps, 'B/s')} each way for all "
+        return (f"to MemoryX: its network, {si(memoryx_rates(s).network_Bps, 'B/s')} each way for all "
                 f"{hw.wafers} wafers, shared with the weight stream and gradients, and its DRAM")
     edge = f"the wafer's edge ({si(edge_Bps(hw), 'B/s')}, shared " \
            "with weights and gradients)"
@@ -102,13 +104,14 @@ def _store_rate(hw: HardwareConfig) -> str:
     return f"to each wafer's hosts at {si(store.bandwidth_Bps, 'B/s')} both ways together, through {edge}"
 
 
-def _offload_lines(hw: HardwareConfig, per_micro_batch: float, room: float | None, label: str) -> list[str]:
+def _offload_lines(s: Scenario, per_micro_batch: float, room: float | None, label: str) -> list[str]:
     """With offload: where block inputs go, at what rate, and their size against the store's room."""
+    hw = s.hardware
     held = f"{fmt_bytes(per_micro_batch)} per wafer per micro-batch"
     if room is not None:
         held += f" in {fmt_bytes(room)} of room" + (" (all wafers')" if hw.activation_store.location == "memoryx"
                                                     else " per wafer")
-    return [f"  {label}block inputs {_store_rate(hw)}; {held}"]
+    return [f"  {label}block inputs {_store_rate(s)}; {held}"]
 
 
 def format_plan(plan: Plan) -> str:
@@ -130,7 +133,7 @@ def format_plan(plan: Plan) -> str:
         mx = s.hardware.memoryx
         room = (s.hardware.activation_store.capacity_bytes if s.hardware.activation_store.location == "host"
                 else max(0.0, mx.dram_total_bytes - plan.memoryx_dram_bytes - plan.staging_bytes))
-        lines.extend(_offload_lines(s.hardware, one, room, f"{'offload':<12}"))
+        lines.extend(_offload_lines(s, one, room, f"{'offload':<12}"))
     lines.append(
         f"  SwarmX      {plan.tree_levels} levels, nodes per level {plan.nodes_per_level}; "
         f"{len(plan.kernels)} streamed kernels, {sum(k.n_chunks for k in plan.kernels)} chunks per pass set"
@@ -285,7 +288,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
 def _offload_result_lines(r: Result) -> list[str]:
     """Where block inputs went, at what rate, how many bytes a wafer sent back per step and how busy the store was."""
     back = r.link_bytes.get("activations->wafer")
-    line = f"  offload      block inputs {_store_rate(r.scenario.hardware)}"
+    line = f"  offload      block inputs {_store_rate(r.scenario)}"
     if back is not None:
         line += f"; {fmt_bytes(back.per_link_bytes)} per wafer per step each way"
     if "activations.store" in r.utilisation:
