@@ -105,9 +105,9 @@ def _caps(sched: dict[str, np.ndarray], slots_down: np.ndarray, slots_up: np.nda
     return lead, lag
 
 
-def _segments(ops: Sequence[Op], order: list[tuple[int, int]], keys: list[tuple]) -> tuple[tuple[int, int, int], ...]:
+def _segments(ops: Sequence[Op], order: list[tuple[int, int]], keys: list[int]) -> tuple[tuple[int, int, int], ...]:
     """Cut the passes at every change of block or direction (a block's recompute goes with its backward), and
-    number each segment by its class: the sequence of its passes' keys."""
+    number each segment by its class: the sequence of its passes' keys (each key numbered)."""
     classes: dict[tuple, int] = {}
     out = []
     start = 0
@@ -158,6 +158,28 @@ def _pass_row(op: Op, k: int, phase: int, kernels: Sequence[KernelPlan], ways: S
     return row
 
 
+def _rows(ops: Sequence[Op], order: list[tuple[int, int]], kernel_of: dict[int, int],
+          kernels: Sequence[KernelPlan], ways: Sequence[Way], path: Path, retain_output: bool) -> list[dict[str, float]]:
+    """Every pass's :func:`_pass_row`, each distinct one worked out once (a model's blocks repeat: passes of
+    one phase whose kernels share a way, a tier and their bytes have equal rows but for the kernel's index)."""
+    made: dict[tuple, dict[str, float]] = {}
+    rows = []
+    for at, phase in order:
+        op, k = ops[at], kernel_of.get(at, -1)
+        if k < 0:
+            key: tuple = (phase,)
+        else:
+            kp = kernels[k]
+            key = (phase, id(ways[k]), kp.read_bytes, kp.stream_bytes, kp.grad_bytes, kp.n_chunks, kp.tier,
+                   op.is_output)
+        if key not in made:
+            made[key] = _pass_row(op, k, phase, kernels, ways, path, retain_output)
+        row = dict(made[key])
+        row["kernel"] = k
+        rows.append(row)
+    return rows
+
+
 def schedule(ops: Sequence[Op], kernels: Sequence[KernelPlan], ways: Sequence[Way], path: Path, recompute: bool,
              retain_output: bool) -> Schedule:
     """The passes of one micro-batch with their size-free figures (see the module docstring)."""
@@ -166,15 +188,15 @@ def schedule(ops: Sequence[Op], kernels: Sequence[KernelPlan], ways: Sequence[Wa
     for at, op in enumerate(ops):
         if not isinstance(op, WaferOp):
             kernel_of[at] = len(kernel_of)
-    rows = [_pass_row(ops[at], kernel_of.get(at, -1), phase, kernels, ways, path, retain_output)
-            for at, phase in order]
+    rows = _rows(ops, order, kernel_of, kernels, ways, path, retain_output)
     arr = {c: np.array([r[c] for r in rows], dtype=float) for c in _COLUMNS}
     for c in ("kernel", "chunks", "up_chunks", "slots_in", "slots_down", "slots_up"):
         arr[c] = arr[c].astype(np.int64)
     lead, lag = _caps(arr, arr["slots_down"], arr["slots_up"])
     lead_next = np.roll(lead, -1)  # the lead after a pass is capped by what the next pass's buffers hold
     phases = np.array([ph for _, ph in order], dtype=np.int64)
-    keys = _pass_keys(ops, kernels, order, arr, lead_next, lag)
+    ids: dict[tuple, int] = {}  # each pass's key as a small number, so that segments compare cheaply
+    keys = [ids.setdefault(key, len(ids)) for key in _pass_keys(ops, kernels, order, arr, lead_next, lag)]
     segments = _segments(ops, order, keys)
     backward_kernel = (phases == 2) & (arr["kernel"] >= 0)
     return Schedule(
