@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import wss
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_root
 from wss.model.sim.cluster import Cluster, run_cluster
@@ -37,6 +37,9 @@ class _Ticker:
 
     def waits(self) -> dict[int, str]:
         return {id(self.event): "the ticker's event"}
+
+    def state(self) -> dict[str, Held]:
+        return {}
 
 
 @pytest.mark.parametrize("fold_wafers", ["true", "false"])

@@ -36,7 +36,7 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
@@ -161,6 +161,14 @@ class MemoryX:
 
     def waits(self) -> dict[int, str]:
         return {id(self.grad_inbox): "MemoryX's gradient inbox", id(self.flash_channel): "the flash channel"}
+
+    def state(self) -> dict[str, Held]:
+        """The gradient chunks waiting to be received, the bytes staged from flash in DRAM, and the bytes left
+        of each DRAM transfer under way."""
+        staged = self.staging.level if self.staging is not None else 0.0
+        return {f"{self.name}.grad_inbox": Held(len(self.grad_inbox.items)),
+                f"{self.name}.staged": Held(staged, "relative"),
+                f"{self.name}.dram": Held(self.dram.remaining(), "transfers")}
 
     def connect(self, out: simpy.Store) -> None:
         self.out = out
@@ -288,6 +296,9 @@ class FlashPrefetch:
 
     def counters(self) -> dict[str, float]:
         return {}
+
+    def state(self) -> dict[str, Held]:
+        return {}  # what it staged is MemoryX's (its DRAM's staging area)
 
     def waits(self) -> dict[int, str]:
         mx = self.memoryx

@@ -32,7 +32,7 @@ from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import FlashPrefetch, KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
-from wss.model.components.part import Part, counters_of, waits_of
+from wss.model.components.part import Held, Part, counters_of, state_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
@@ -101,13 +101,13 @@ class Cluster(Generic[TreeT]):
     def parts(self) -> list[Part]:
         """Every part, in the order their processes start (SimPy runs the events due at the same time in the
         order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, its network
-        ports toward the root, the wafers' input workers, the tree's links down and up, the offload returns, the
-        flash prefetch, the activation stores, their bandwidths, the wafers last (each per-wafer part once per
+        ports toward the root, the wafers' input workers, the tree (its links down and up), the offload returns,
+        the flash prefetch, the activation stores, their bandwidths, the wafers last (each per-wafer part once per
         simulated wafer, in wafer order)."""
         own = self.wafer_parts
-        return [self.memoryx, self.optimizer, self.memoryx_in, *(w.inputs for w in own),
-                *self.swarmx.simulated_links(), *self.returns, FlashPrefetch(self.memoryx), *self.activation_stores(),
-                *self.store_parts(), *self.simulated]
+        return [self.memoryx, self.optimizer, self.memoryx_in, *(w.inputs for w in own), self.swarmx,
+                *self.returns, FlashPrefetch(self.memoryx), *self.activation_stores(), *self.store_parts(),
+                *self.simulated]
 
     @property
     def simulated(self) -> list[Wafer]:
@@ -131,20 +131,10 @@ class Cluster(Generic[TreeT]):
         """The simulated wafers' activation stores."""
         return [w.store for w in self.wafer_parts if w.store is not None]
 
-    def state(self) -> tuple:
-        """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
-        stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.wafer.act_intake,
-                                                          self.memoryx.grad_inbox]
-        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
-        return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged,
-                self.memoryx.dram.remaining(), self.store_state())
-
-    def store_state(self) -> tuple:
-        """What a limited activation store holds or moves: empty for the default store, so its state is as before."""
-        if not self.store_parts():
-            return ()
-        return (tuple(s.waiting() for s in self.activation_stores()),
-                tuple(bw.remaining() for bw in self.store_parts()))
+    def state(self) -> dict[str, Held]:
+        """What is queued or in flight anywhere, every part's (:func:`~wss.model.components.part.state_of`):
+        the same at two fold points means the run repeats."""
+        return state_of(self.parts())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""

@@ -140,13 +140,6 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         c.update(counters_of(self.groups()))
         return c
 
-    def state(self) -> tuple:
-        stores = [link.inbox for link in self.links()] + [self.memoryx.grad_inbox]
-        stores += [s for w in self.simulated for s in (w.intake, w.act_intake)]
-        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
-        lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
-        return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining(), self.store_state())
-
     def wait_context(self) -> tuple[dict[int, str], str]:
         """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
         names, where = super().wait_context()
