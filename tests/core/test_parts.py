@@ -81,24 +81,30 @@ def test_the_hardware_part_kinds_are_declared_once_and_match_the_schema_and_the_
 
 @pytest.mark.parametrize("fold_wafers", ["true", "false"])
 def test_both_clusters_build_each_simulated_wafers_parts_in_one_place(monkeypatch, fold_wafers):
-    """build_wafer builds a wafer's own parts for the folded cluster (its one wafer) and the unfolded one (each
-    simulated wafer), and the one list of parts starts them all, each in wafer order."""
+    """Both clusters are built by one path, wire (which builds each simulated wafer's own parts with build_wafer):
+    the folded cluster's one wafer and the unfolded one's each simulated wafer, and the one list of parts starts
+    them all, each in wafer order."""
     import wss.model.sim.cluster as folded
-    import wss.model.sim.unfolded as unfolded
 
     built = []
-    own = folded.build_wafer
+    own, own_wire = folded.build_wafer, folded.wire
+    wired = []
 
     def counting(*args, **kwargs):
         built.append(own(*args, **kwargs))
         return built[-1]
 
+    def wiring(*args, **kwargs):
+        wired.append(own_wire(*args, **kwargs))
+        return wired[-1]
+
     monkeypatch.setattr(folded, "build_wafer", counting)
-    monkeypatch.setattr(unfolded, "build_wafer", counting)
+    monkeypatch.setattr(folded, "wire", wiring)
+    monkeypatch.setattr("wss.model.sim.unfolded.wire", wiring)
     faults = [] if fold_wafers == "true" else ["faults.stragglers=[{wafer: 1, slowdown: 1.5}]"]  # 2 simulated
     plan = wss.plan(wss.load_scenario(FC, [f"simulation.fold_wafers={fold_wafers}", "training.steps=1", *faults]))
     cluster = (run_cluster if fold_wafers == "true" else run_unfolded)(plan)
-    assert cluster.wafer_parts == built and len(built) == (1 if fold_wafers == "true" else 2)
+    assert cluster.wafer_parts == built == wired[0] and len(built) == (1 if fold_wafers == "true" else 2)
     parts = cluster.parts()
     assert parts[-len(built):] == [w.wafer for w in built]
     assert [p for p in parts if any(p is w.inputs for w in built)] == [w.inputs for w in built]

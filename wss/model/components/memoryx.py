@@ -34,7 +34,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
-from wss.model.components.links import Chunk
+from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
 from wss.model.components.part import Held, Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
@@ -110,7 +110,7 @@ class MemoryX:
         #: the wafers from an activation store in MemoryX); None: the stream has them to itself.
         self.net_out: SharedBandwidth | None = None
         self.flash_read_Bps = settings.flash_read_Bps
-        self.out: simpy.Store | None = None
+        self.out: Inlet | None = None
         self.grad_inbox = simpy.Store(env)
         # The staging area counts whole bytes: with float levels, rounding in the sum of gets and puts can
         # leave a put that "exceeds" the capacity by 1e-6 B blocked for ever.
@@ -170,7 +170,8 @@ class MemoryX:
                 f"{self.name}.staged": Held(staged, "relative"),
                 f"{self.name}.dram": Held(self.dram.remaining(), "transfers")}
 
-    def connect(self, out: simpy.Store) -> None:
+    def connect(self, out: Inlet) -> None:
+        """Wire where the weight chunks go: the root of the tree (``SwarmX.root``)."""
         self.out = out
 
     def _prefetch_event(self, key: tuple[int, int]) -> simpy.Event:

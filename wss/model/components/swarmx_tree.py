@@ -294,14 +294,21 @@ class SwarmXTree(SwarmX):
         """Where MemoryX puts the weight chunks: the root's broadcast."""
         return self.fanouts[0][0]
 
+    def record(self) -> None:
+        """Keep every edge's spans, and the level views' (those on the representative wafer's path)."""
+        for group in (*self.down, *self.up):
+            group.record()
+
     def connect_root(self, out: Inlet) -> None:
         """Wire where the root's summed gradients go (MemoryX's network ports)."""
         self.reducers[0][0].connect(out)
 
     def leaf_down(self, wafer: int) -> Link:
+        """The edge into ``wafer``."""
         return self.down_edges[-1][wafer]
 
     def leaf_up(self, wafer: int) -> Link:
+        """The edge out of ``wafer``."""
         return self.up_edges[-1][wafer]
 
     def links(self) -> list[Link]:

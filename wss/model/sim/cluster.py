@@ -56,6 +56,8 @@ __all__ = [
     "build_backbone",
     "build_cluster",
     "build_memoryx",
+    "WaferSlot",
+    "wire",
     "drain",
     "run_cluster",
     "start_parts",
@@ -97,6 +99,14 @@ class Cluster(Generic[TreeT]):
     def links(self) -> list[Link]:
         """The links that run: the tree's, MemoryX's network ports toward the root, the offload returns."""
         return [*self.swarmx.simulated_links(), self.memoryx_in, *self.returns]
+
+    def record(self) -> None:
+        """Keep every span of MemoryX, the tree, its network ports and the offload returns (for traces)."""
+        self.memoryx.record()
+        self.swarmx.record()
+        self.memoryx_in.record()
+        if self.offload_in is not None:
+            self.offload_in.record()
 
     def parts(self) -> list[Part]:
         """Every part, in the order their processes start (SimPy runs the events due at the same time in the
@@ -406,31 +416,52 @@ def build_wafer(env: simpy.Environment, plan: Plan, paths: StorePaths, program: 
     return WaferParts(ins, wafer, store, back)
 
 
-def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
-    """Build every part from its settings and wire them; nothing runs yet.
+@dataclass(frozen=True)
+class WaferSlot:
+    """One simulated wafer to build: the leaf of the tree it hangs under, what it runs, its names' suffix
+    (:func:`build_wafer`) and how many wafers it stands for on MemoryX's ports."""
+
+    leaf: int
+    settings: WaferSettings
+    inputs: InputSettings
+    program: list[Pass]
+    suffix: str = ""
+    copies: float = 1.0
+
+
+def wire(bb: Backbone, plan: Plan, tree: SwarmX, slots: list[WaferSlot]) -> list[WaferParts]:
+    """The one build path of both clusters, once their tree is chosen: each simulated wafer's own parts under
+    its leaf (:func:`build_wafer`), and MemoryX wired to the tree's root both ways."""
+    own = [build_wafer(bb.env, plan, bb.paths, s.program, s.inputs, s.settings, tree.leaf_down(s.leaf),
+                       tree.leaf_up(s.leaf), s.suffix, s.copies) for s in slots]
+    bb.memoryx.connect(tree.root)
+    tree.connect_root(bb.memoryx_in.inbox)
+    return own
+
+
+def build_cluster(plan: Plan, record: bool = False,
+                  progress: Callable[[float], None] | None = None) -> Cluster[SwarmX]:
+    """Build every part from its settings and wire them, one wafer standing for all under the folded tree;
+    nothing runs yet (:func:`wss.model.sim.unfolded.build_unfolded` builds every wafer apart, the same way).
 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
     bb = build_backbone(plan)
-    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
-    swarmx = SwarmX(env, swarmx_settings(plan))
+    tree = SwarmX(bb.env, swarmx_settings(plan))
     # On MemoryX's ports the one wafer stands for them all.
-    own = build_wafer(env, plan, paths, program, input_settings(plan), wafer_settings(plan), swarmx.down[-1],
-                      swarmx.up[0], copies=folded_copies(plan))
+    slot = WaferSlot(0, wafer_settings(plan), input_settings(plan), bb.program, copies=folded_copies(plan))
+    own = wire(bb, plan, tree, [slot])[0]
     own.wafer.progress = progress
-    memoryx.connect(swarmx.down[0].inbox)
-    swarmx.up[-1].connect(memoryx_in.inbox)
-    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, own.wafer, own.inputs,
-                      bb.flash_channel, own.store, own.back, paths, wafer_parts=[own])
+    cluster = Cluster(bb.env, plan, bb.program, bb.memoryx, bb.optimizer, tree, bb.memoryx_in, own.wafer,
+                      own.inputs, bb.flash_channel, own.store, own.back, bb.paths, wafer_parts=[own])
     if record:
-        memoryx.record()
-        for link in cluster.links():
-            link.record()
+        cluster.record()
     return cluster
 
 
-def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
+def run_cluster(plan: Plan, record: bool = False,
+                progress: Callable[[float], None] | None = None) -> Cluster[SwarmX]:
     """Simulate every step of the plan; return the parts with their measurements.
 
     With ``record`` the links and MemoryX keep every span (for traces).
