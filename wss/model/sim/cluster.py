@@ -22,7 +22,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import simpy
 
@@ -57,6 +57,7 @@ __all__ = [
     "build_cluster",
     "build_memoryx",
     "WaferSlot",
+    "assemble",
     "wire",
     "drain",
     "run_cluster",
@@ -453,8 +454,18 @@ def build_cluster(plan: Plan, record: bool = False,
     slot = WaferSlot(0, wafer_settings(plan), input_settings(plan), bb.program, copies=folded_copies(plan))
     own = wire(bb, plan, tree, [slot])[0]
     own.wafer.progress = progress
-    cluster = Cluster(bb.env, plan, bb.program, bb.memoryx, bb.optimizer, tree, bb.memoryx_in, own.wafer,
-                      own.inputs, bb.flash_channel, own.store, own.back, bb.paths, wafer_parts=[own])
+    return assemble(Cluster, bb, plan, bb.program, tree, own, own.back, [own], record)
+
+
+C = TypeVar("C", bound=Cluster)
+
+
+def assemble(cls: type[C], bb: Backbone, plan: Plan, program: list[Pass], tree: SwarmX, rep: WaferParts,
+             offload_in: Link | None, own: list[WaferParts], record: bool, **more: Any) -> C:
+    """The cluster of either build (``cls`` and ``more``: the unfolded one's), from the backbone's shared parts,
+    the tree, the representative wafer's parts and every simulated wafer's; with ``record`` it keeps its spans."""
+    cluster = cls(bb.env, plan, program, bb.memoryx, bb.optimizer, tree, bb.memoryx_in, rep.wafer, rep.inputs,
+                  bb.flash_channel, rep.store, offload_in, bb.paths, wafer_parts=own, **more)
     if record:
         cluster.record()
     return cluster

@@ -65,6 +65,7 @@ from wss.model.scenario.shards import reachable_wafers
 from wss.model.sim.cluster import (
     Cluster,
     WaferSlot,
+    assemble,
     build_backbone,
     check_layer_crossings,
     drain,
@@ -274,12 +275,8 @@ def build_unfolded(plan: Plan, record: bool = False,
     mine = simulated[rep]
     returns = [w.back for w in own if w.back is not None]
     offload_in = LinkGroup("wafer.offload.in", returns, mine.back) if mine.back is not None else None
-    cluster = UnfoldedCluster(bb.env, plan, programs[tuple(sizes[rep])], bb.memoryx, bb.optimizer, tree,
-                              bb.memoryx_in, mine.wafer, mine.inputs, bb.flash_channel, mine.store, offload_in,
-                              bb.paths, wafer_parts=own, wafers=wafers, stand_in=list(stand_in))
-    if record:
-        cluster.record()
-    return cluster
+    return assemble(UnfoldedCluster, bb, plan, programs[tuple(sizes[rep])], tree, mine, offload_in, own, record,
+                    wafers=wafers, stand_in=list(stand_in))
 
 
 def _wafer_slots(plan: Plan, stand_in: list[int], sizes: list[list[int]], programs: dict[tuple[int, ...], list[Pass]],
