@@ -6,9 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import simpy
 
 import wss
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process, state_of
+from wss.model.folding.fold import FoldMismatch
+from wss.model.folding.layer_fold import LayerFoldMismatch
+from wss.model.folding.run_plan import folding_plan
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_root
 from wss.model.sim.cluster import Cluster, run_cluster
@@ -37,6 +41,9 @@ class _Ticker:
 
     def waits(self) -> dict[int, str]:
         return {id(self.event): "the ticker's event"}
+
+    def state(self) -> dict[str, Held]:
+        return {}
 
 
 @pytest.mark.parametrize("fold_wafers", ["true", "false"])
@@ -78,25 +85,161 @@ def test_the_hardware_part_kinds_are_declared_once_and_match_the_schema_and_the_
 
 @pytest.mark.parametrize("fold_wafers", ["true", "false"])
 def test_both_clusters_build_each_simulated_wafers_parts_in_one_place(monkeypatch, fold_wafers):
-    """build_wafer builds a wafer's own parts for the folded cluster (its one wafer) and the unfolded one (each
-    simulated wafer), and the one list of parts starts them all, each in wafer order."""
+    """Both clusters are built by one path, wire (which builds each simulated wafer's own parts with build_wafer):
+    the folded cluster's one wafer and the unfolded one's each simulated wafer, and the one list of parts starts
+    them all, each in wafer order."""
     import wss.model.sim.cluster as folded
-    import wss.model.sim.unfolded as unfolded
 
     built = []
-    own = folded.build_wafer
+    own, own_wire = folded.build_wafer, folded.wire
+    wired = []
 
     def counting(*args, **kwargs):
         built.append(own(*args, **kwargs))
         return built[-1]
 
+    def wiring(*args, **kwargs):
+        wired.append(own_wire(*args, **kwargs))
+        return wired[-1]
+
     monkeypatch.setattr(folded, "build_wafer", counting)
-    monkeypatch.setattr(unfolded, "build_wafer", counting)
+    monkeypatch.setattr(folded, "wire", wiring)
+    monkeypatch.setattr("wss.model.sim.unfolded.wire", wiring)
     faults = [] if fold_wafers == "true" else ["faults.stragglers=[{wafer: 1, slowdown: 1.5}]"]  # 2 simulated
     plan = wss.plan(wss.load_scenario(FC, [f"simulation.fold_wafers={fold_wafers}", "training.steps=1", *faults]))
     cluster = (run_cluster if fold_wafers == "true" else run_unfolded)(plan)
-    assert cluster.wafer_parts == built and len(built) == (1 if fold_wafers == "true" else 2)
+    assert cluster.wafer_parts == built == wired[0] and len(built) == (1 if fold_wafers == "true" else 2)
     parts = cluster.parts()
     assert parts[-len(built):] == [w.wafer for w in built]
     assert [p for p in parts if any(p is w.inputs for w in built)] == [w.inputs for w in built]
     assert all(w.wafer.passes for w in built)
+
+
+# ------------------------------------------------------------------ the recipe (docs/architecture.md)
+
+GPT13 = FC.parent / "cerebras_gpt_13b.yaml"
+
+
+class _Gauge:
+    """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, a counter,
+    an event a process could wait on, and what it holds at a fold point (``holding()``)."""
+
+    def __init__(self, env, name, holding):
+        self.env, self.name, self.ticks, self.holding = env, name, 0, holding
+        self.event = env.event()
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [(self.name, self.run())]
+
+    def run(self) -> Process:
+        for _ in range(10):
+            yield self.env.timeout(1e-6)
+            self.ticks += 1
+
+    def counters(self) -> dict[str, float]:
+        return {self.name + ".ticks": float(self.ticks)}
+
+    def waits(self) -> dict[int, str]:
+        return {id(self.event): f"the event of {self.name}"}
+
+    def state(self) -> dict[str, Held]:
+        return {self.name + ".held": Held(self.holding(self.env))}
+
+
+def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
+    """What the recipe's edits of sim/cluster.py do, as patches: a shared part built in build_backbone, a field of
+    Backbone, passed into the cluster by assemble; a part of each wafer built in build_wafer, a field of
+    WaferParts; either in its place in Cluster.parts().  Nothing in sim/unfolded.py or elsewhere."""
+    import wss.model.sim.cluster as cluster_module
+
+    gauges: list[_Gauge] = []
+    if kind == "shared":
+        backbone, assemble = cluster_module.build_backbone, cluster_module.assemble
+
+        def build_backbone(plan):
+            bb = backbone(plan)
+            bb.gauge = _Gauge(bb.env, "gauge", holding)
+            gauges.append(bb.gauge)
+            return bb
+
+        def assembled(cls, bb, *args, **kwargs):
+            cluster = assemble(cls, bb, *args, **kwargs)
+            cluster.gauge = bb.gauge
+            return cluster
+
+        monkeypatch.setattr(cluster_module, "build_backbone", build_backbone)
+        monkeypatch.setattr(cluster_module, "assemble", assembled)
+        monkeypatch.setattr("wss.model.sim.unfolded.build_backbone", build_backbone)  # the names it imported
+        monkeypatch.setattr("wss.model.sim.unfolded.assemble", assembled)
+    else:
+        wafer = cluster_module.build_wafer
+
+        def build_wafer(env, *args, **kwargs):
+            own = wafer(env, *args, **kwargs)
+            own.gauge = _Gauge(env, f"gauge{own.wafer.name[len('wafer'):]}", holding)
+            gauges.append(own.gauge)
+            return own
+
+        monkeypatch.setattr(cluster_module, "build_wafer", build_wafer)
+    parts = Cluster.parts
+
+    def with_gauge(self):
+        own = parts(self)
+        added = [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
+        return [*own[:-len(self.wafer_parts)], *added, *own[-len(self.wafer_parts):]]
+
+    monkeypatch.setattr(Cluster, "parts", with_gauge)
+    return gauges
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+@pytest.mark.parametrize("fold_wafers", ["true", "false"])
+def test_a_hardware_part_added_by_the_recipe_is_started_counted_named_and_compared(monkeypatch, kind, fold_wafers):
+    gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
+    faults = [] if fold_wafers == "true" else ["faults.stragglers=[{wafer: 1, slowdown: 1.5}]"]  # 2 simulated
+    plan = wss.plan(wss.load_scenario(FC, [f"simulation.fold_wafers={fold_wafers}", "training.steps=1", *faults]))
+    cluster = (run_cluster if fold_wafers == "true" else run_unfolded)(plan)
+    assert len(gauges) == (1 if kind == "shared" or fold_wafers == "true" else 2)
+    names, _ = cluster.wait_context()
+    state = cluster.state()
+    for gauge in gauges:
+        assert gauge.ticks == 10 and cluster.counters()[gauge.name + ".ticks"] == 10.0
+        assert names[id(gauge.event)] == f"the event of {gauge.name}"
+        assert state[gauge.name + ".held"] == Held(0)
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+def test_a_part_holding_more_at_each_fold_point_refuses_the_steps_fold(monkeypatch, kind):
+    """Twelve steps fold into five (steps 0-3 and the last) when the added part holds the same at each step's start,
+    and not when it holds more each time: its state is compared with the rest of the cluster's."""
+    plan = wss.plan(wss.load_scenario(FC, ["training.steps=12"]))
+    assert plan.step_fold_copies > 0
+    with monkeypatch.context() as patch:
+        _add_gauge(patch, kind, lambda env: 0)
+        assert run_cluster(plan).folding.step_fold is not None
+    with monkeypatch.context() as patch:
+        _add_gauge(patch, kind, lambda env: round(env.now * 1e6))  # grows with the run
+        with pytest.raises(FoldMismatch, match=r"queues differ at the starts of two steps \(gauge.held \d+ vs \d+\)"):
+            run_cluster(plan)
+
+
+def test_a_part_of_each_wafer_holding_more_at_each_block_refuses_the_unfolded_layer_fold(monkeypatch):
+    """The unfolded cluster compares the added part of each simulated wafer at the blocks' fold points."""
+    s = wss.load_scenario(GPT13, ["hardware.wafers=2", "training.steps=1", "simulation.fold_wafers=false",
+                                  "faults.stragglers=[{wafer: 1, slowdown: 1.5}]"])
+    plan = folding_plan(s, None)
+    assert plan.layer_runs
+    with monkeypatch.context() as patch:
+        _add_gauge(patch, "wafer", lambda env: 0)
+        assert run_unfolded(plan).folding.layers is not None
+    with monkeypatch.context() as patch:
+        _add_gauge(patch, "wafer", lambda env: round(env.now * 1e6))
+        with pytest.raises(LayerFoldMismatch, match=r"gauge.0.held \d+ vs \d+, gauge.1.held"):
+            run_unfolded(plan)
+
+
+def test_two_parts_of_one_name_cannot_hide_each_others_state():
+    a, b = _Gauge(simpy.Environment(), "gauge", lambda env: 0), _Gauge(simpy.Environment(), "gauge", lambda env: 1)
+    assert state_of([a]) == {"gauge.held": Held(0)}
+    with pytest.raises(ValueError, match="gauge repeats state entries"):
+        state_of([a, b])

@@ -17,6 +17,7 @@ from core_helpers import SCENARIOS
 
 import wss
 from wss.model import simulate as simulate_module
+from wss.model.components.part import Held
 from wss.model.folding.fold import FoldMismatch, Snapshot
 from wss.model.folding.step_fold import COPIED_STEP, analyse_steps
 from wss.model.result.results import RECORD_SECONDS, Result
@@ -118,11 +119,18 @@ def test_few_steps_and_numerics_runs_simulate_every_step():
     assert len(numerics.numerics.losses) == 8 and all(s.loss is not None for s in numerics.steps)
 
 
-def _snapshots(periods: list[float], states: list[tuple] | None = None) -> dict[tuple[int, int], Snapshot]:
+def _state(queued: int = 0, running: float = -1.0, **more: Held) -> dict[str, Held]:
+    """A cluster's state with two queues, the optimizer's backlog and the staged bytes (and ``more``)."""
+    return {"swarmx.down.l1.inbox": Held(0), "wafer.intake": Held(0), "memoryx.optimizer.queued": Held(queued),
+            "memoryx.optimizer.running": Held(running, "period"), "memoryx.staged": Held(0.0, "relative"), **more}
+
+
+def _snapshots(periods: list[float], states: list[dict[str, Held]] | None = None
+               ) -> dict[tuple[int, int], Snapshot]:
     times = [0.0]
     for p in periods:
         times.append(times[-1] + p)
-    state = ((0, 0), (0, -1.0), 0.0, (), ())
+    state = _state()
     return {(k, 0): Snapshot(t, 0, {"wafer.compute": t / 2}, (states or [state] * len(times))[k])
             for k, t in enumerate(times)}
 
@@ -136,17 +144,29 @@ def test_analyse_checks_the_premise():
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.1]), [], ends, None, copies=10)
     with pytest.raises(FoldMismatch, match="after they start"):
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0]), [], [1.0, 2.0, 3.0, 4.2, 5.0], None, copies=10)
-    backlog = ((0, 0), (1, 0.5), 0.0, (), ())
-    states = [((0, 0), (0, -1.0), 0.0, (), ())] * 3 + [backlog] * 2
-    with pytest.raises(FoldMismatch, match="queues differ"):
+    states = [_state()] * 3 + [_state(queued=1, running=0.5)] * 2
+    with pytest.raises(FoldMismatch, match="queues differ.*memoryx.optimizer.queued 0 vs 1"):
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
+    # The job in service may have run a little longer, within 1e-9 of the period; not more.
+    nearly = [_state(running=0.25)] * 3 + [_state(running=0.25 + 1e-10)] * 2
+    assert analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], nearly), [], ends, None, copies=10) is not None
+    with pytest.raises(FoldMismatch, match="memoryx.optimizer.running"):
+        later = [_state(running=0.25)] * 3 + [_state(running=0.25 + 1e-8)] * 2
+        analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], later), [], ends, None, copies=10)
     # A limited activation store: the chunks in its intake and its transfers' bytes left count too.
-    store = [((0, 0), (0, -1.0), 0.0, (), ((1,), ((5.0,),)))] * 3
+    held = {"activations.intake": Held(1), "memoryx.ports.in.transfers": Held((5.0,), "transfers")}
+    store = [_state(**held)] * 3
     assert analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], store * 2), [], ends, None, copies=10) is not None
-    for other in (((1,), ((6.0,),)), ((2,), ((5.0,),)), ((1,), ((5.0, 1.0),))):
-        states = store + [((0, 0), (0, -1.0), 0.0, (), other)] * 2
-        with pytest.raises(FoldMismatch, match="queues differ"):
+    for name, value in (("memoryx.ports.in.transfers", (6.0,)), ("activations.intake", 2),
+                        ("memoryx.ports.in.transfers", (5.0, 1.0))):
+        other = {**held, name: Held(value, held[name].tolerance)}
+        states = store + [_state(**other)] * 2
+        with pytest.raises(FoldMismatch, match=f"queues differ.*{name}"):
             analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
+    # An entry one state has and the other not (a part that is not in both) differs too.
+    with pytest.raises(FoldMismatch, match=r"ticker.queue \(none\) vs 1"):
+        analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], store + [_state(**held, **{"ticker.queue": Held(1)})] * 2),
+                      [], ends, None, copies=10)
 
 
 def test_a_failed_step_fold_falls_back_to_every_step_with_micro_batches_still_folded(monkeypatch):

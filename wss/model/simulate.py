@@ -71,7 +71,7 @@ def simulate_detailed(
         outcome, profiles = run_numerics(s)
         numerics = NumericsSummary(losses=list(outcome.losses), accuracies=list(outcome.accuracies))
     folding = wafer_folding(s)
-    run = run_cluster if folding.folded else run_unfolded
+    run: Callable[..., Cluster[Any]] = run_cluster if folding.folded else run_unfolded
     progress = _monotone(progress)
     p = folding_plan(s, profiles, fold_layers)
     check_work(s, p)

@@ -32,7 +32,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import ByteStore, Chunk
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 
 __all__ = ["ActivationReturn", "ActivationStoreSettings", "ActivationStore"]
@@ -117,6 +117,10 @@ class ActivationStore:
         for index, ev in self.stored.items():
             names[id(ev)] = f"{self.name}'s store to hold the block input of pass {index}"
         return names
+
+    def state(self) -> dict[str, Held]:
+        """A limited store's :meth:`waiting` (the default store's state is its wafer's edge's)."""
+        return {self.name + ".intake": Held(self.waiting())} if self.limited else {}
 
     def connect(self, inbox: simpy.Store) -> None:
         """Wire the leaf link's inbox the returns go into."""

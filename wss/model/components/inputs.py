@@ -16,7 +16,7 @@ from typing import Any
 
 import simpy
 
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 
 __all__ = ["InputSettings", "InputWorkers"]
 
@@ -74,6 +74,9 @@ class InputWorkers:
         for (step, mb), ev in self.mb_started.items():
             names[id(ev)] = f"the wafer to start step {step}, micro-batch {mb}"
         return names
+
+    def state(self) -> dict[str, Held]:
+        return {}  # one micro-batch ahead of the wafer by construction: its counters say what it did
 
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: deliver micro-batches in order, at most one ahead of the wafer."""

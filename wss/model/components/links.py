@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import simpy
 
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.simpy_internals import FastStore
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
@@ -145,6 +145,10 @@ class Link:
 
     def waits(self) -> dict[int, str]:
         return {id(self.inbox): f"the inbox of {self.name}"}
+
+    def state(self) -> dict[str, Held]:
+        """The chunks waiting in its inbox."""
+        return {self.name + ".inbox": Held(len(self.inbox.items))}
 
     def connect(self, out: Inlet) -> None:
         """Wire the store (or the node) this link delivers into."""

@@ -34,9 +34,9 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
-from wss.model.components.links import Chunk
+from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
@@ -110,7 +110,7 @@ class MemoryX:
         #: the wafers from an activation store in MemoryX); None: the stream has them to itself.
         self.net_out: SharedBandwidth | None = None
         self.flash_read_Bps = settings.flash_read_Bps
-        self.out: simpy.Store | None = None
+        self.out: Inlet | None = None
         self.grad_inbox = simpy.Store(env)
         # The staging area counts whole bytes: with float levels, rounding in the sum of gets and puts can
         # leave a put that "exceeds" the capacity by 1e-6 B blocked for ever.
@@ -162,7 +162,16 @@ class MemoryX:
     def waits(self) -> dict[int, str]:
         return {id(self.grad_inbox): "MemoryX's gradient inbox", id(self.flash_channel): "the flash channel"}
 
-    def connect(self, out: simpy.Store) -> None:
+    def state(self) -> dict[str, Held]:
+        """The gradient chunks waiting to be received, the bytes staged from flash in DRAM, and the bytes left
+        of each DRAM transfer under way."""
+        staged = self.staging.level if self.staging is not None else 0.0
+        return {f"{self.name}.grad_inbox": Held(len(self.grad_inbox.items)),
+                f"{self.name}.staged": Held(staged, "relative"),
+                f"{self.name}.dram": Held(self.dram.remaining(), "transfers")}
+
+    def connect(self, out: Inlet) -> None:
+        """Wire where the weight chunks go: the root of the tree (``SwarmX.root``)."""
         self.out = out
 
     def _prefetch_event(self, key: tuple[int, int]) -> simpy.Event:
@@ -288,6 +297,9 @@ class FlashPrefetch:
 
     def counters(self) -> dict[str, float]:
         return {}
+
+    def state(self) -> dict[str, Held]:
+        return {}  # what it staged is MemoryX's (its DRAM's staging area)
 
     def waits(self) -> dict[int, str]:
         mx = self.memoryx

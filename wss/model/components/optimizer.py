@@ -26,7 +26,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.machine.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
 
 __all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
@@ -112,6 +112,11 @@ class OptimizerCoprocessor:
     def waits(self) -> dict[int, str]:
         """The job queue (the update-done events are named by the cluster, which knows the kernels' names)."""
         return {id(self.queue): "the optimizer's job queue"}
+
+    def state(self) -> dict[str, Held]:
+        """Its :meth:`backlog`: the jobs waiting, and how long the job in service has run (to within the period)."""
+        queued, running = self.backlog()
+        return {f"{self.name}.queued": Held(queued), f"{self.name}.running": Held(running, "period")}
 
     def done_event(self, kernel: int, step: int) -> simpy.Event:
         """Event that fires when ``kernel``'s update of ``step`` is finished."""

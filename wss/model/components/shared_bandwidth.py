@@ -28,7 +28,7 @@ import math
 import simpy
 
 from wss.errors import SimulatedTimeOverflow
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 
 __all__ = ["SharedBandwidth"]
 
@@ -64,6 +64,10 @@ class SharedBandwidth:
 
     def waits(self) -> dict[int, str]:
         return {}
+
+    def state(self) -> dict[str, Held]:
+        """The bytes left of each transfer under way."""
+        return {self.name + ".transfers": Held(self.remaining(), "transfers")}
 
     @property
     def in_progress(self) -> int:

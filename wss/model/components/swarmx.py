@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import simpy
 
-from wss.model.components.links import Link
+from wss.model.components.links import Inlet, Link
+from wss.model.components.part import Held, Process, counters_of, state_of, waits_of
 
 __all__ = ["SwarmXSettings", "SwarmX"]
 
@@ -43,11 +44,13 @@ class SwarmXSettings:
 class SwarmX:
     """The folded tree: ``down`` links root-to-leaf, ``up`` links leaf-to-root.
 
-    The edges between MemoryX and the root belong to MemoryX (its network ports).
+    The edges between MemoryX and the root belong to MemoryX (its network ports).  As a part of the cluster
+    the tree is its links that run (:meth:`simulated_links`), in their start order.
     """
 
     def __init__(self, env: simpy.Environment, settings: SwarmXSettings):
         self.settings = settings
+        self.name = settings.name
         self.levels = settings.levels
         self.nodes_per_level = list(settings.nodes_per_level)
         self.down: list[Link] = []
@@ -69,6 +72,40 @@ class SwarmX:
     def simulated_links(self) -> list[Link]:
         """The links that run, in the order they start: down the chain, then up."""
         return [*self.down, *self.up]
+
+    @property
+    def root(self) -> Inlet:
+        """Where MemoryX puts the weight chunks (the chain's first link's buffer)."""
+        return self.down[0].inbox
+
+    def connect_root(self, out: Inlet) -> None:
+        """Wire where the root's summed gradients go (MemoryX's network ports)."""
+        self.up[-1].connect(out)
+
+    def leaf_down(self, wafer: int) -> Link:
+        """The edge into ``wafer`` (the chain's last link down, for every wafer)."""
+        return self.down[-1]
+
+    def leaf_up(self, wafer: int) -> Link:
+        """The edge out of ``wafer`` (the chain's first link up, for every wafer)."""
+        return self.up[0]
+
+    def record(self) -> None:
+        """Keep every link's spans (for traces)."""
+        for link in self.simulated_links():
+            link.record()
+
+    def processes(self) -> list[tuple[str, Process]]:
+        return [process for link in self.simulated_links() for process in link.processes()]
+
+    def counters(self) -> dict[str, float]:
+        return counters_of(self.simulated_links())
+
+    def waits(self) -> dict[int, str]:
+        return waits_of(self.simulated_links())
+
+    def state(self) -> dict[str, Held]:
+        return state_of(self.simulated_links())
 
     def edges_below(self, level: int, wafers: int) -> int:
         """Number of physical edges leaving level ``level`` toward the wafers (level D: one per wafer)."""

@@ -43,6 +43,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import Chunk, Inlet, Link
+from wss.model.components.part import Held
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 
 __all__ = ["Fanout", "Reduce", "LinkGroup", "SwarmXTree"]
@@ -204,6 +205,7 @@ class SwarmXTree(SwarmX):
                  path_wafer: int = 0, bandwidth_factor: Mapping[str, float] | None = None,
                  stand_in: Sequence[Sequence[int]] | None = None):
         self.settings = settings
+        self.name = settings.name
         self.levels = settings.levels
         self.nodes_per_level = list(settings.nodes_per_level)
         self.fan_out = fan_out
@@ -292,14 +294,21 @@ class SwarmXTree(SwarmX):
         """Where MemoryX puts the weight chunks: the root's broadcast."""
         return self.fanouts[0][0]
 
+    def record(self) -> None:
+        """Keep every edge's spans, and the level views' (those on the representative wafer's path)."""
+        for group in (*self.down, *self.up):
+            group.record()
+
     def connect_root(self, out: Inlet) -> None:
         """Wire where the root's summed gradients go (MemoryX's network ports)."""
         self.reducers[0][0].connect(out)
 
     def leaf_down(self, wafer: int) -> Link:
+        """The edge into ``wafer``."""
         return self.down_edges[-1][wafer]
 
     def leaf_up(self, wafer: int) -> Link:
+        """The edge out of ``wafer``."""
         return self.up_edges[-1][wafer]
 
     def links(self) -> list[Link]:
@@ -338,6 +347,10 @@ class SwarmXTree(SwarmX):
     def partial_sums(self) -> int:
         """Gradient chunks waiting at a node for the rest of its children."""
         return sum(node.partial for node in self._reducers)
+
+    def state(self) -> dict[str, Held]:
+        """Its links' inboxes, and the gradient chunks its nodes hold for the rest of their children."""
+        return {**super().state(), f"{self.name}.partial_sums": Held(self.partial_sums())}
 
     def _distinct_nodes(self) -> list[Reduce]:
         return list({id(node): node for level in self.reducers for node in level}.values())

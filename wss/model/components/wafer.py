@@ -36,7 +36,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import ByteStore, Chunk
-from wss.model.components.part import Process
+from wss.model.components.part import Held, Process
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
@@ -173,6 +173,11 @@ class Wafer:
         for (step, mb), ev in self.forward_done.items():
             names[id(ev)] = f"the forward pass of step {step}, micro-batch {mb}"
         return names
+
+    def state(self) -> dict[str, Held]:
+        """The chunks waiting in its two intakes (weights, and offloaded activations coming back)."""
+        return {f"{self.name}.intake": Held(len(self.intake.items)),
+                f"{self.name}.act_intake": Held(len(self.act_intake.items))}
 
     def connect(self, outlet: simpy.Store) -> None:
         self.outlet = outlet

@@ -13,7 +13,8 @@ insertion point shifts by the interval's length per copy.
 
 The fold is checked, not assumed: micro-batch 2's and 3's intervals must be
 identical in length and in every counter (relative 1e-9), and everything
-queued or in flight (link buffers, the optimizer's backlog, flash staging)
+queued or in flight (link buffers, the optimizer's backlog, flash staging: every part's
+:meth:`~wss.model.components.part.Part.state`, each entry to its own tolerance)
 must be the same at their starts.  Where it is not (e.g. an optimizer
 backlog that grows from one micro-batch to the next),
 :func:`analyse` raises :class:`FoldMismatch` and the caller simulates every
@@ -22,10 +23,13 @@ micro-batch instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "seconds_by_cause"]
+from wss.model.components.part import Held
+
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "seconds_by_cause",
+           "state_differences"]
 
 REL_TOL = 1e-9
 
@@ -41,7 +45,7 @@ class Snapshot:
     time: float
     timeline_len: int
     counters: dict[str, float]
-    state: tuple  # queue lengths, optimizer backlog, staged bytes, ... (see Cluster.state)
+    state: Mapping[str, Held]  # every part's queues and transfers under way, by name (see Cluster.state)
 
 
 @dataclass(frozen=True)
@@ -90,33 +94,37 @@ def seconds_by_cause(spans: Sequence[tuple[float, float, str, int]]) -> dict[str
     return out
 
 
-def same_state(a: tuple, b: tuple, period: float) -> bool:
-    """Equal queue lengths, and (to rounding) equal in-flight times, levels and DRAM transfers' bytes left; with a
-    limited activation store, equal chunks and block inputs held and (to rounding) its transfers' bytes left."""
-    (stores_a, (queued_a, running_a), staged_a, dram_a, held_a) = a
-    (stores_b, (queued_b, running_b), staged_b, dram_b, held_b) = b
-    return (
-        stores_a == stores_b
-        and _same_transfers(dram_a, dram_b)
-        and queued_a == queued_b
-        and abs(running_a - running_b) <= REL_TOL * max(period, 1e-300)
-        and close(staged_a, staged_b)
-        and _same_store(held_a, held_b)
-    )
+def same_state(a: Mapping[str, Held], b: Mapping[str, Held], period: float) -> bool:
+    """The same entries, each the same to its tolerance (:data:`~wss.model.components.part.Tolerance`): equal
+    counts, and to rounding equal levels, transfers' bytes left and (within the period's) running times."""
+    return a.keys() == b.keys() and all(_same(x, b[name], period) for name, x in a.items())
+
+
+def state_differences(a: Mapping[str, Held], b: Mapping[str, Held], period: float) -> str:
+    """The entries of two states that differ, in words (for a fold check's message)."""
+    names = [*a, *(name for name in b if name not in a)]
+    return ", ".join(f"{name} {_value(a, name)} vs {_value(b, name)}" for name in names
+                     if name not in a or name not in b or not _same(a[name], b[name], period))
+
+
+def _value(state: Mapping[str, Held], name: str) -> str:
+    return repr(state[name].value) if name in state else "(none)"
+
+
+def _same(a: Held, b: Held, period: float) -> bool:
+    """One entry of :func:`same_state`, to its tolerance."""
+    if a.tolerance == "relative":
+        return close(a.value, b.value)
+    if a.tolerance == "transfers":
+        return _same_transfers(a.value, b.value)
+    if a.tolerance == "period":
+        return bool(abs(a.value - b.value) <= REL_TOL * max(period, 1e-300))
+    return bool(a.value == b.value)
 
 
 def _same_transfers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """As many transfers under way, each with (to rounding) the same bytes left."""
     return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
-
-
-def _same_store(a: tuple, b: tuple) -> bool:
-    """The activation store's part of :func:`same_state` (``Cluster.store_state``; empty when unlimited)."""
-    if not a or not b:
-        return a == b
-    (held_a, bandwidths_a), (held_b, bandwidths_b) = a, b
-    return held_a == held_b and len(bandwidths_a) == len(bandwidths_b) and all(
-        _same_transfers(x, y) for x, y in zip(bandwidths_a, bandwidths_b))
 
 
 def close(a: float, b: float) -> bool:
@@ -139,7 +147,8 @@ def analyse(
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
         p2, p3 = s3.time - s2.time, s4.time - s3.time
         if not same_state(s2.state, s3.state, p3):
-            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 ({s2.state} vs {s3.state})")
+            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 "
+                               f"({state_differences(s2.state, s3.state, p3)})")
         if not close(p2, p3):
             raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
         deltas = {}

@@ -22,7 +22,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import simpy
 
@@ -32,7 +32,7 @@ from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import FlashPrefetch, KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
-from wss.model.components.part import Part, counters_of, waits_of
+from wss.model.components.part import Held, Part, counters_of, state_of, waits_of
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
@@ -56,6 +56,9 @@ __all__ = [
     "build_backbone",
     "build_cluster",
     "build_memoryx",
+    "WaferSlot",
+    "assemble",
+    "wire",
     "drain",
     "run_cluster",
     "start_parts",
@@ -98,16 +101,24 @@ class Cluster(Generic[TreeT]):
         """The links that run: the tree's, MemoryX's network ports toward the root, the offload returns."""
         return [*self.swarmx.simulated_links(), self.memoryx_in, *self.returns]
 
+    def record(self) -> None:
+        """Keep every span of MemoryX, the tree, its network ports and the offload returns (for traces)."""
+        self.memoryx.record()
+        self.swarmx.record()
+        self.memoryx_in.record()
+        if self.offload_in is not None:
+            self.offload_in.record()
+
     def parts(self) -> list[Part]:
         """Every part, in the order their processes start (SimPy runs the events due at the same time in the
         order they were scheduled, so this order is part of the answer): MemoryX and its optimizer, its network
-        ports toward the root, the wafers' input workers, the tree's links down and up, the offload returns, the
-        flash prefetch, the activation stores, their bandwidths, the wafers last (each per-wafer part once per
+        ports toward the root, the wafers' input workers, the tree (its links down and up), the offload returns,
+        the flash prefetch, the activation stores, their bandwidths, the wafers last (each per-wafer part once per
         simulated wafer, in wafer order)."""
         own = self.wafer_parts
-        return [self.memoryx, self.optimizer, self.memoryx_in, *(w.inputs for w in own),
-                *self.swarmx.simulated_links(), *self.returns, FlashPrefetch(self.memoryx), *self.activation_stores(),
-                *self.store_parts(), *self.simulated]
+        return [self.memoryx, self.optimizer, self.memoryx_in, *(w.inputs for w in own), self.swarmx,
+                *self.returns, FlashPrefetch(self.memoryx), *self.activation_stores(), *self.store_parts(),
+                *self.simulated]
 
     @property
     def simulated(self) -> list[Wafer]:
@@ -131,20 +142,10 @@ class Cluster(Generic[TreeT]):
         """The simulated wafers' activation stores."""
         return [w.store for w in self.wafer_parts if w.store is not None]
 
-    def state(self) -> tuple:
-        """What is queued or in flight anywhere: equal at two micro-batch starts means the run repeats."""
-        stores = [link.inbox for link in self.links()] + [self.wafer.intake, self.wafer.act_intake,
-                                                          self.memoryx.grad_inbox]
-        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
-        return (tuple(len(store.items) for store in stores), self.optimizer.backlog(), staged,
-                self.memoryx.dram.remaining(), self.store_state())
-
-    def store_state(self) -> tuple:
-        """What a limited activation store holds or moves: empty for the default store, so its state is as before."""
-        if not self.store_parts():
-            return ()
-        return (tuple(s.waiting() for s in self.activation_stores()),
-                tuple(bw.remaining() for bw in self.store_parts()))
+    def state(self) -> dict[str, Held]:
+        """What is queued or in flight anywhere, every part's (:func:`~wss.model.components.part.state_of`):
+        the same at two fold points means the run repeats."""
+        return state_of(self.parts())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """Names of everything a process can wait on, and where the wafer is (for a stall's message)."""
@@ -416,31 +417,62 @@ def build_wafer(env: simpy.Environment, plan: Plan, paths: StorePaths, program: 
     return WaferParts(ins, wafer, store, back)
 
 
-def build_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
-    """Build every part from its settings and wire them; nothing runs yet.
+@dataclass(frozen=True)
+class WaferSlot:
+    """One simulated wafer to build: the leaf of the tree it hangs under, what it runs, its names' suffix
+    (:func:`build_wafer`) and how many wafers it stands for on MemoryX's ports."""
+
+    leaf: int
+    settings: WaferSettings
+    inputs: InputSettings
+    program: list[Pass]
+    suffix: str = ""
+    copies: float = 1.0
+
+
+def wire(bb: Backbone, plan: Plan, tree: SwarmX, slots: list[WaferSlot]) -> list[WaferParts]:
+    """The one build path of both clusters, once their tree is chosen: each simulated wafer's own parts under
+    its leaf (:func:`build_wafer`), and MemoryX wired to the tree's root both ways."""
+    own = [build_wafer(bb.env, plan, bb.paths, s.program, s.inputs, s.settings, tree.leaf_down(s.leaf),
+                       tree.leaf_up(s.leaf), s.suffix, s.copies) for s in slots]
+    bb.memoryx.connect(tree.root)
+    tree.connect_root(bb.memoryx_in.inbox)
+    return own
+
+
+def build_cluster(plan: Plan, record: bool = False,
+                  progress: Callable[[float], None] | None = None) -> Cluster[SwarmX]:
+    """Build every part from its settings and wire them, one wafer standing for all under the folded tree;
+    nothing runs yet (:func:`wss.model.sim.unfolded.build_unfolded` builds every wafer apart, the same way).
 
     With ``record`` the links and MemoryX keep every span (for traces).
     ``progress`` is called with the fraction of the program done.
     """
     bb = build_backbone(plan)
-    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
-    swarmx = SwarmX(env, swarmx_settings(plan))
+    tree = SwarmX(bb.env, swarmx_settings(plan))
     # On MemoryX's ports the one wafer stands for them all.
-    own = build_wafer(env, plan, paths, program, input_settings(plan), wafer_settings(plan), swarmx.down[-1],
-                      swarmx.up[0], copies=folded_copies(plan))
+    slot = WaferSlot(0, wafer_settings(plan), input_settings(plan), bb.program, copies=folded_copies(plan))
+    own = wire(bb, plan, tree, [slot])[0]
     own.wafer.progress = progress
-    memoryx.connect(swarmx.down[0].inbox)
-    swarmx.up[-1].connect(memoryx_in.inbox)
-    cluster = Cluster(env, plan, program, memoryx, bb.optimizer, swarmx, memoryx_in, own.wafer, own.inputs,
-                      bb.flash_channel, own.store, own.back, paths, wafer_parts=[own])
+    return assemble(Cluster, bb, plan, bb.program, tree, own, own.back, [own], record)
+
+
+C = TypeVar("C", bound=Cluster)
+
+
+def assemble(cls: type[C], bb: Backbone, plan: Plan, program: list[Pass], tree: SwarmX, rep: WaferParts,
+             offload_in: Link | None, own: list[WaferParts], record: bool, **more: Any) -> C:
+    """The cluster of either build (``cls`` and ``more``: the unfolded one's), from the backbone's shared parts,
+    the tree, the representative wafer's parts and every simulated wafer's; with ``record`` it keeps its spans."""
+    cluster = cls(bb.env, plan, program, bb.memoryx, bb.optimizer, tree, bb.memoryx_in, rep.wafer, rep.inputs,
+                  bb.flash_channel, rep.store, offload_in, bb.paths, wafer_parts=own, **more)
     if record:
-        memoryx.record()
-        for link in cluster.links():
-            link.record()
+        cluster.record()
     return cluster
 
 
-def run_cluster(plan: Plan, record: bool = False, progress: Callable[[float], None] | None = None) -> Cluster:
+def run_cluster(plan: Plan, record: bool = False,
+                progress: Callable[[float], None] | None = None) -> Cluster[SwarmX]:
     """Simulate every step of the plan; return the parts with their measurements.
 
     With ``record`` the links and MemoryX keep every span (for traces).

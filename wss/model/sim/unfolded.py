@@ -37,7 +37,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import simpy
 
@@ -64,15 +64,16 @@ from wss.model.scenario.fold_rules import stand_ins
 from wss.model.scenario.shards import reachable_wafers
 from wss.model.sim.cluster import (
     Cluster,
-    WaferParts,
+    WaferSlot,
+    assemble,
     build_backbone,
-    build_wafer,
     check_layer_crossings,
     drain,
     input_settings,
     start_parts,
     swarmx_settings,
     wafer_settings,
+    wire,
 )
 
 __all__ = ["UnfoldedCluster", "build_unfolded", "run_unfolded", "wafer_micro_batches", "representative_wafer",
@@ -139,13 +140,6 @@ class UnfoldedCluster(Cluster[SwarmXTree]):
         c["inputs"], c["inputs.bytes"] = self.inputs.busy_s, self.inputs.bytes
         c.update(counters_of(self.groups()))
         return c
-
-    def state(self) -> tuple:
-        stores = [link.inbox for link in self.links()] + [self.memoryx.grad_inbox]
-        stores += [s for w in self.simulated for s in (w.intake, w.act_intake)]
-        staged = self.memoryx.staging.level if self.memoryx.staging is not None else 0.0
-        lengths = (*(len(s.items) for s in stores), self.tree.partial_sums())
-        return (lengths, self.optimizer.backlog(), staged, self.memoryx.dram.remaining(), self.store_state())
 
     def wait_context(self) -> tuple[dict[int, str], str]:
         """The folded cluster's names, each wafer's and its input workers' naming the wafer."""
@@ -256,55 +250,47 @@ def _programs(plan: Plan, program: list[Pass], sizes: list[list[int]]) -> dict[t
 
 def build_unfolded(plan: Plan, record: bool = False,
                    progress: Callable[[float], None] | None = None) -> UnfoldedCluster:
-    """Build every part, one wafer and one set of input workers per wafer, and wire the tree; nothing runs yet."""
+    """Build every part, one wafer and one set of input workers per simulated wafer under the tree of real nodes,
+    by the folded cluster's build path (:func:`~wss.model.sim.cluster.wire`); nothing runs yet."""
     bb = build_backbone(plan)
-    env, program, memoryx, memoryx_in, paths = bb.env, bb.program, bb.memoryx, bb.memoryx_in, bb.paths
-    hw = plan.scenario.hardware
+    hw, faults = plan.scenario.hardware, plan.scenario.faults
     rep = representative_wafer(plan)
-    faults = plan.scenario.faults
     kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
     classes = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
                         faults.bandwidth_factors(), swarmx_settings(plan).name)
-    tree = SwarmXTree(env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
+    tree = SwarmXTree(bb.env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
                       classes)
     stand_in = tree.stand_in[-1]
-    slowdowns = faults.slowdowns()
-    counted = Counter(stand_in)
-    members = [counted[w] for w in range(hw.wafers)]  # wafers each simulated one stands for
     sizes = wafer_micro_batches(plan)
-    programs = _programs(plan, program, sizes)
-    w_base = _all_token_counts(plan, sizes)
-    i_base = input_settings(plan)
-    factors = _jitter(plan)
-    wafers: list[Wafer] = []
-    own: list[WaferParts] = []
-    for w, mbs in enumerate(sizes):
-        if stand_in[w] == -1:  # cut off: a wafer that never runs (its record and trace track stay empty)
-            wafers.append(Wafer(env, dataclasses.replace(w_base, name=f"wafer.{w}"), [], {}, {}))
-            continue
-        if stand_in[w] != w:  # stood for by an identical wafer
-            wafers.append(wafers[stand_in[w]])
-            continue
-        settings = _slowed(dataclasses.replace(w_base, compute_factors=factors[w]), slowdowns.get(w, 1.0))
-        own.append(build_wafer(env, plan, paths, programs[tuple(mbs)],
-                               dataclasses.replace(i_base, micro_batch_samples=tuple(mbs)), settings,
-                               tree.leaf_down(w), tree.leaf_up(w), f".{w}", members[w]))  # members: on MemoryX's ports
-        wafers.append(own[-1].wafer)
+    programs = _programs(plan, bb.program, sizes)
+    base = _all_token_counts(plan, sizes)
+    slots = _wafer_slots(plan, stand_in, sizes, programs, base)
+    own = wire(bb, plan, tree, slots)
+    simulated = {slot.leaf: parts for slot, parts in zip(slots, own)}
+    # A wafer stood for by an identical one is that one; one cut off never runs (its record and trace track stay
+    # empty).
+    wafers = [simulated[s].wafer if s >= 0 else Wafer(bb.env, dataclasses.replace(base, name=f"wafer.{w}"), [], {}, {})
+              for w, s in enumerate(stand_in)]
     wafers[rep].progress = progress
-    memoryx.connect(cast(simpy.Store, tree.root))  # MemoryX only puts chunks: the root's broadcast takes them
-    tree.connect_root(memoryx_in.inbox)
-    mine = own[sorted(set(stand_in) - {-1}).index(rep)]  # the representative's parts among the simulated wafers'
+    mine = simulated[rep]
     returns = [w.back for w in own if w.back is not None]
     offload_in = LinkGroup("wafer.offload.in", returns, mine.back) if mine.back is not None else None
-    cluster = UnfoldedCluster(env, plan, programs[tuple(sizes[rep])], memoryx, bb.optimizer, tree, memoryx_in,
-                              mine.wafer, mine.inputs, bb.flash_channel, mine.store, offload_in, paths,
-                              wafer_parts=own, wafers=wafers, stand_in=list(stand_in))
-    if record:
-        memoryx.record()
-        for group in cluster.groups():
-            group.record()
-        memoryx_in.record()
-    return cluster
+    return assemble(UnfoldedCluster, bb, plan, programs[tuple(sizes[rep])], tree, mine, offload_in, own, record,
+                    wafers=wafers, stand_in=list(stand_in))
+
+
+def _wafer_slots(plan: Plan, stand_in: list[int], sizes: list[list[int]], programs: dict[tuple[int, ...], list[Pass]],
+                 base: WaferSettings) -> list[WaferSlot]:
+    """The wafers simulated (those standing for themselves), in wafer order: each with its micro-batches' program
+    and inputs, its jitter and slowdown, and on MemoryX's ports the wafers it stands for."""
+    slowdowns = plan.scenario.faults.slowdowns()
+    members = Counter(stand_in)
+    factors = _jitter(plan)
+    inputs = input_settings(plan)
+    return [WaferSlot(w, _slowed(dataclasses.replace(base, compute_factors=factors[w]), slowdowns.get(w, 1.0)),
+                      dataclasses.replace(inputs, micro_batch_samples=tuple(mbs)), programs[tuple(mbs)], f".{w}",
+                      members[w])
+            for w, (s, mbs) in enumerate(zip(stand_in, sizes)) if s == w]
 
 
 def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
