@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from core_helpers import scenario_dict
+from core_helpers import SCENARIOS, scenario_dict
 
 import wss
 from wss.model.kernels.cycles import kernel_cycles
@@ -164,6 +164,20 @@ def test_a_moe_block_simulates_and_its_optimizer_updates_every_expert():
     r = wss.simulate(scenario_dict(model=model(MOE), global_batch=8, optimizer="adamw"))
     updated = {rec.name for rec in r.records if rec.where == "memoryx" and rec.phase == "update"}
     assert {f"block.1.expert.{e}.ffn_down" for e in range(E)} <= updated
+
+
+def mixtral_step(*overrides: str) -> float:
+    return wss.simulate(wss.load_scenario(SCENARIOS / "mixtral_8x7b_4xcs3.yaml", list(overrides))).step_time_s
+
+
+def test_mixtral_lies_between_a_dense_model_of_its_active_and_one_of_its_total_parameters():
+    """Mixtral streams every expert (a dense model of 46.7 B) but computes two of eight per token (12.9 B)."""
+    moe = mixtral_step()
+    # The same model with one FFN of 2 x 14336 (active: the top-2 experts' weights) or 8 x 14336 (total).
+    active = mixtral_step("workload.model.layers.1.moe=null", "workload.model.layers.1.d_ff=28672")
+    total = mixtral_step("workload.model.layers.1.moe=null", "workload.model.layers.1.d_ff=114688")
+    print(f"mixtral-8x7b on 4 CS-3: dense active {active:.3f} s < MoE {moe:.3f} s < dense total {total:.3f} s")
+    assert active < moe < total
 
 
 def test_the_wafer_op_of_an_expert_counts_its_slots():
