@@ -184,3 +184,14 @@ def test_the_wafer_op_of_an_expert_counts_its_slots():
     op = next(o for o in block0(ops(MOE)) if short(o) == "expert.0.swiglu")
     assert isinstance(op, WaferOp)
     assert op.flops_per_token == pytest.approx(5 * DFF * K / E) and op.stored_elements_per_token == 2 * DFF * K / E
+
+
+def test_the_work_bound_counts_every_experts_kernels():
+    """A run's work bound (docs/limits.md) counts 3 + 3 (E + 1) streamed kernels for a MoE block, not a dense 5."""
+    experts, repeat = 1000, 10
+    raw = scenario_dict(model=model({"experts": experts, "top_k": 2}), global_batch=8, steps=100)
+    raw["workload"]["model"]["layers"][1]["repeat"] = repeat
+    with pytest.raises(wss.ScenarioError) as err:
+        wss.load_scenario(raw)
+    kernels = repeat * (3 + 3 * (experts + 1)) + 2 + 2  # the blocks, the embedding and the head
+    assert f"{kernels:,} streamed kernels" in str(err.value)
