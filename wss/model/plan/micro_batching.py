@@ -288,8 +288,8 @@ def activation_elements_per_token(ops: list[Op], mode: str) -> float:
     working = max((op.working_elements_per_token for op in ops if isinstance(op, WaferOp)), default=0)
     if mode == "none":
         return sum(op.stored_elements_per_token for op in ops) + working
-    per_block: dict[int, int] = {}
-    outside = 0
+    per_block: dict[int, float] = {}
+    outside: float = 0
     for op in ops:
         if op.block is None:
             outside += op.stored_elements_per_token

@@ -369,7 +369,9 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
             if op.kind == "embedding":
                 continue
             d = op.dense_flops_per_token() * tokens
+            # An expert executes its capacity of slots (padding included); the model's FLOPs count its routed tokens.
             e = 2.0 * nnz[id(op)] * tokens
+            e = e if op.computed_share == 1.0 else e * op.computed_share
             dense += 3 * d
             executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
         else:

@@ -117,6 +117,9 @@ def _simulated_work(s: Scenario) -> list[FieldProblem]:
 
 
 def _kernels_of(layer: Any) -> int:
+    moe = getattr(layer, "moe", None)
+    if moe is not None:  # qkv, attn_out, the router, and up to three matmuls per expert and for the shared FFN
+        return 3 + 3 * (moe.experts + 1)
     return _KERNELS_PER_LAYER.get(layer.kind, 2)
 
 

@@ -417,7 +417,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
     problems += fault_problems(s.faults, hw.wafers, hw.swarmx.edge_names(hw.wafers), s.simulation.fold_wafers,
                                s.training.steps, hw.memoryx.shards, hw.swarmx)
     model = s.workload.model
-    problems += _seq_len_checks(s)
+    problems += _seq_len_checks(s) or _window_checks(s)
     if s.training.global_batch < s.hardware.wafers:
         problems.append(
             FieldProblem(
@@ -531,6 +531,25 @@ def _seq_len_checks(s: Scenario) -> list[FieldProblem]:
             f"{seq} exceeds the context of model {model.name!r}, {table.max_positions} tokens "
             f"(the size of its learned position table, workload.model.layers.{i}.max_positions)",
         )
+    ]
+
+
+def _window_checks(s: Scenario) -> list[FieldProblem]:
+    """A sliding window no longer than the sequence: a longer one would change nothing, a sign of a mistake."""
+    model = s.workload.model
+    seq = s.training.seq_len if s.training.seq_len is not None else model.seq_len
+    if model.input != "tokens" or seq is None:
+        return []
+    where = "training.seq_len" if s.training.seq_len is not None else "workload.model.seq_len"
+    return [
+        FieldProblem(
+            f"workload.model.layers.{i}.window",
+            f"a window of {layer.window} tokens is longer than the sequence, {seq} tokens ({where}): every query "
+            f"would see all the keys causal attention gives it; drop the window (--set "
+            f"workload.model.layers.{i}.window=null) or lengthen the sequence",
+        )
+        for i, layer in enumerate(model.layers)
+        if layer.kind == "transformer_block" and layer.window is not None and layer.window > seq
     ]
 
 

@@ -19,6 +19,10 @@ Layer kinds
     ``parallel: true`` runs attention and the FFN side by side on one
     normalised input and sums their outputs (GPT-J): one layer norm.
     ``norm: post`` puts each norm after its residual add (BERT).
+    ``n_kv_heads`` gives grouped-query attention fewer key and value heads
+    than query heads (1: multi-query); ``window`` bounds each query's keys
+    to a sliding window (Mistral); ``moe`` replaces the FFN by a mixture of
+    experts behind a router (Mixtral).
 ``pooler``
     BERT's pooler and next-sentence head: a dense ``d -> d`` with tanh on
     the [CLS] token, then ``d -> classes``, softmax and loss.  A side branch:
@@ -46,9 +50,9 @@ from __future__ import annotations
 import typing
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from wss.model.scenario.base import WIDTH, Flag, Fraction, Frozen, Integer, Range, bounded
+from wss.model.scenario.base import WIDTH, Flag, Fraction, Frozen, Integer, Range, Real, bounded
 
 #: The most layers a model may have, repeats included: planning and simulating cost grow with them.
 MAX_LAYERS = 10_000
@@ -60,6 +64,7 @@ __all__ = [
     "WorkloadSparsity",
     "DenseLayer",
     "EmbeddingLayer",
+    "MixtureOfExperts",
     "TransformerBlock",
     "OutputHead",
     "Pooler",
@@ -71,8 +76,14 @@ __all__ = [
 
 #: The streamed matmuls of a transformer block, by role: the last part of their kernel names
 #: (``block.3.qkv``, ``block.3.attn_out``, ``block.3.ffn_up``, ``block.3.ffn_down``).
-#: A gated (SwiGLU) FFN adds ``block.3.ffn_gate``.
-BLOCK_ROLES = ("qkv", "attn_out", "ffn_gate", "ffn_up", "ffn_down")
+#: A gated (SwiGLU) FFN adds ``block.3.ffn_gate``.  A mixture of experts adds its router
+#: (``block.3.router``) and each expert's matmuls (``block.3.expert.5.ffn_up``: roles ``expert_gate``,
+#: ``expert_up``, ``expert_down``); its shared experts, if any, are the block's ``ffn_*`` kernels.
+BLOCK_ROLES = ("qkv", "attn_out", "ffn_gate", "ffn_up", "ffn_down", "router", "expert_gate", "expert_up",
+               "expert_down")
+#: The roles of an FFN's matmuls, and of an expert's.
+FFN_ROLES = ("ffn_gate", "ffn_up", "ffn_down")
+EXPERT_ROLES = ("expert_gate", "expert_up", "expert_down")
 #: The roles ``workload.sparsity`` also takes: every embedding table, and every untied output head.
 WORKLOAD_ROLES = (*BLOCK_ROLES, "embedding", "output_head")
 
@@ -87,11 +98,17 @@ class BlockSparsity(Frozen):
     default: Fraction | None = Field(
         None, description="Sparsity of the roles not given (default: the workload's sparsity for each role), in [0, 1)."
     )
-    qkv: Fraction | None = _role("the query, key and value projection (d_model -> 3 n_heads d_head)")
+    qkv: Fraction | None = _role(
+        "the query, key and value projection (d_model -> (n_heads + 2 n_kv_heads) d_head)"
+    )
     attn_out: Fraction | None = _role("the attention output projection (n_heads d_head -> d_model)")
     ffn_gate: Fraction | None = _role("a gated (SwiGLU) FFN's gate matmul (d_model -> d_ff)")
     ffn_up: Fraction | None = _role("the FFN's first matmul (d_model -> d_ff)")
     ffn_down: Fraction | None = _role("the FFN's second matmul (d_ff -> d_model)")
+    router: Fraction | None = _role("a mixture of experts' router (d_model -> experts)")
+    expert_gate: Fraction | None = _role("each expert's gate matmul, with ffn: swiglu (d_model -> d_ff)")
+    expert_up: Fraction | None = _role("each expert's first matmul (d_model -> d_ff)")
+    expert_down: Fraction | None = _role("each expert's second matmul (d_ff -> d_model)")
 
     def of(self, role: str | None) -> float | None:
         """The sparsity this mapping gives ``role`` (None: a kernel with no role), else its default."""
@@ -187,6 +204,55 @@ class EmbeddingLayer(_LayerBase):
     )
 
 
+#: A transformer block's variants that are serialised only when set (the block's resolved form is otherwise the one
+#: it had before they existed).
+_OPTIONAL_VARIANTS = ("n_kv_heads", "window", "moe")
+
+
+class MixtureOfExperts(Frozen):
+    """A mixture-of-experts FFN: a router picks ``top_k`` of ``experts`` FFNs per token (Shazeer et al. 2017).
+
+    On a weight-streaming cluster every wafer trains on its own shard of the batch, whose tokens route
+    to every expert, so every expert's weights stream to every wafer in every pass; each expert computes
+    only its capacity of the tokens (docs/model.md, "Mixture of experts").
+    """
+
+    experts: Integer = bounded(description="Routed experts, each an FFN of the block's d_ff and ffn kind.",
+                               within=Range(1, 100_000))
+    top_k: Integer = bounded(description="Experts each token is routed to (at most experts).",
+                             within=Range(1, 100_000))
+    capacity_factor: Real = bounded(
+        1.0,
+        description="Token slots each expert computes per micro-batch, as a multiple of its mean load "
+        "tokens x top_k / experts (GShard's expert capacity): tokens over it are dropped, empty slots are "
+        "computed as padding. A router's load imbalance is declared here: a dropless router needs the busiest "
+        "expert's load over the mean. At most experts / top_k (an expert computes every token).",
+        within=Range(0.01, 100_000),
+    )
+    shared_experts: Integer = bounded(
+        0,
+        description="Experts every token goes through besides its routed ones (DeepSeekMoE), each of the "
+        "block's d_ff: one FFN of shared_experts x d_ff, with the ffn_* sparsity roles.",
+        within=Range(0, 100_000),
+    )
+
+    @property
+    def token_share(self) -> float:
+        """The mean fraction of a micro-batch's tokens routed to one expert: ``top_k / experts``."""
+        return self.top_k / self.experts
+
+    @model_validator(mode="after")
+    def _routing(self) -> MixtureOfExperts:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k: {self.top_k} experts per token exceed the block's {self.experts} experts")
+        if self.capacity_factor * self.top_k > self.experts:
+            raise ValueError(
+                f"capacity_factor: {self.capacity_factor:g} x top_k {self.top_k} / experts {self.experts} is over "
+                f"1: an expert cannot compute more than every token (at most {self.experts / self.top_k:g})"
+            )
+        return self
+
+
 class TransformerBlock(_LayerBase):
     """A transformer block (attention + FFN): pre-norm by default, optionally post-norm, parallel or gated."""
 
@@ -220,11 +286,42 @@ class TransformerBlock(_LayerBase):
         description="Parallel attention and FFN (GPT-J, GPT-NeoX): both read the same normalised input and their "
         "outputs are added to the residual together, so the block has one layer norm instead of two. Same weights.",
     )
+    n_kv_heads: Integer | None = bounded(
+        None,
+        description="Key and value heads (default n_heads). Fewer is grouped-query attention (Ainslie et al. "
+        "2023; Llama 3, Mistral), each key-value head shared by n_heads / n_kv_heads query heads; 1 is "
+        "multi-query attention (Shazeer 2019). The qkv matmul is d_model -> (n_heads + 2 n_kv_heads) d_head; "
+        "a divisor of n_heads.",
+        within=Range(1, 100_000),
+    )
+    window: Integer | None = bounded(
+        None,
+        description="Sliding-window attention (Mistral): each query attends to itself and at most window - 1 "
+        "tokens before it, so a sequence of s tokens counts w (w + 1) / 2 + (s - w) w query-key pairs instead "
+        "of s (s + 1) / 2. Causal blocks only; at most the sequence length (default: no window).",
+        within=WIDTH,
+    )
+    moe: MixtureOfExperts | None = Field(
+        None,
+        description="Replace the FFN by a mixture of experts (Mixtral): a router d_model -> experts, softmax "
+        "and top_k, then each token's top_k experts (each an FFN of d_ff and this block's ffn kind) and "
+        "their weighted sum. Default: one dense FFN.",
+    )
     norm: Literal["pre", "post"] = Field(
         "pre",
         description="'pre': each layer norm before its sub-layer (GPT); 'post': after the residual add (BERT, "
         "the original Transformer). Moves the norms only: same FLOPs and stored activations.",
     )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_variants(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave out the attention and FFN variants a block does not use, so that blocks written before
+        they existed keep their resolved form (and the hash a baseline records)."""
+        data = handler(self)
+        for field in _OPTIONAL_VARIANTS:
+            if getattr(self, field) is None:
+                data.pop(field, None)
+        return data
 
     @property
     def head_width(self) -> int:
@@ -233,6 +330,16 @@ class TransformerBlock(_LayerBase):
     @property
     def ffn_width(self) -> int:
         return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    @property
+    def kv_heads(self) -> int:
+        """Key and value heads: ``n_kv_heads``, else one per query head."""
+        return self.n_kv_heads if self.n_kv_heads is not None else self.n_heads
+
+    @property
+    def dense_ffn_width(self) -> int:
+        """The width of the FFN every token goes through: d_ff, or a mixture's shared experts' (0: none)."""
+        return self.ffn_width if self.moe is None else self.moe.shared_experts * self.ffn_width
 
     @model_validator(mode="after")
     def _heads_divide(self) -> TransformerBlock:
@@ -243,9 +350,34 @@ class TransformerBlock(_LayerBase):
                 "parallel: a parallel block normalises the input both branches share (pre-norm); norm: post is "
                 "not supported with it"
             )
+        if self.n_kv_heads is not None and (self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads):
+            more = "exceeds" if self.n_kv_heads > self.n_heads else "does not divide"
+            raise ValueError(
+                f"n_kv_heads: {self.n_kv_heads} {more} n_heads {self.n_heads}; each key-value head serves a whole "
+                "group of query heads (n_kv_heads is a divisor of n_heads)"
+            )
+        if self.window is not None and not self.causal:
+            raise ValueError("window: a sliding window is modelled on causal attention only (Mistral); set causal: "
+                             "true or drop the window")
         if isinstance(self.sparsity, BlockSparsity) and self.sparsity.ffn_gate is not None and self.ffn != "swiglu":
             raise ValueError("sparsity.ffn_gate: this block's FFN has no gate (ffn: gelu); the gate is ffn: swiglu's")
+        if isinstance(self.sparsity, BlockSparsity):
+            for role in BLOCK_ROLES:
+                if getattr(self.sparsity, role) is not None and role not in self.roles():
+                    owner = _ROLE_OWNERS[role].removeprefix("transformer_block layer ")
+                    raise ValueError(f"sparsity.{role}: this block has no kernel of this role (it needs a block "
+                                     f"{owner})")
         return self
+
+    def roles(self) -> tuple[str, ...]:
+        """The sparsity roles of this block's kernels (a gate only with ffn: swiglu; experts only with moe)."""
+        gated = self.ffn == "swiglu"
+        present = ["qkv", "attn_out"]
+        if self.dense_ffn_width:
+            present += [r for r in FFN_ROLES if gated or r != "ffn_gate"]
+        if self.moe is not None:
+            present += ["router", *(r for r in EXPERT_ROLES if gated or r != "expert_gate")]
+        return tuple(present)
 
 
 class Pooler(_LayerBase):
@@ -363,10 +495,7 @@ class WorkloadConfig(Frozen):
         if not isinstance(self.sparsity, WorkloadSparsity):
             return self
         layers = self.model.layers
-        blocks = [layer for layer in layers if isinstance(layer, TransformerBlock)]
-        present = set(BLOCK_ROLES) if blocks else set()
-        if not any(block.ffn == "swiglu" for block in blocks):
-            present.discard("ffn_gate")
+        present = {role for layer in layers if isinstance(layer, TransformerBlock) for role in layer.roles()}
         if any(isinstance(layer, EmbeddingLayer) for layer in layers):
             present.add("embedding")
         if any(isinstance(layer, OutputHead) and not layer.tied for layer in layers):
@@ -380,6 +509,11 @@ class WorkloadConfig(Frozen):
 _ROLE_OWNERS = {
     **dict.fromkeys(BLOCK_ROLES, "transformer_block layer"),
     "ffn_gate": "transformer_block layer with a gated FFN (ffn: swiglu)",
+    **dict.fromkeys(FFN_ROLES[1:], "transformer_block layer with a dense FFN (no moe, or moe.shared_experts)"),
+    "router": "transformer_block layer with a mixture of experts (moe)",
+    "expert_up": "transformer_block layer with a mixture of experts (moe)",
+    "expert_down": "transformer_block layer with a mixture of experts (moe)",
+    "expert_gate": "transformer_block layer with a mixture of experts of gated FFNs (moe, ffn: swiglu)",
     "embedding": "embedding layer",
     "output_head": "untied output_head layer (a tied head takes its embedding table's sparsity: set 'embedding')",
 }

@@ -8,6 +8,12 @@ Per-token FLOP counts of the non-weight work (forward; backward is twice):
   ``1..i``, ``s (s + 1) / 2`` pairs per sequence, so ``k = (s + 1) / 2`` on
   average: the exact pair count, not ``s / 2``, because each token attends
   to itself (``s = 1`` costs the same either way);
+  a causal sliding window of ``w`` keys (``window``, Mistral) leaves query
+  ``i`` keys ``max(1, i - w + 1)..i``, ``w (w + 1) / 2 + (s - w) w`` pairs
+  (:func:`attended_keys`); grouped-query attention (``n_kv_heads = g``)
+  leaves these terms as they are, since every query head still meets every
+  key, and shrinks the qkv matmul to ``(h + 2 g) d_h x d`` and the stored
+  Q, K, V to ``(h + 2 g) d_h`` per token;
 * softmax: 5 FLOPs per score (max, subtract, exp, sum, divide), ``5 h k``;
 * layer norm: 8 FLOPs per element; GELU (tanh form): 8 per element;
   ReLU/tanh: 1; residual add: 1;
@@ -31,6 +37,17 @@ Block variants, ops in forward order (the backward pass runs them reversed):
   ``ffn_up, gelu, ffn_down``; the gate keeps the FFN's input, ``ffn_up``
   reads the same copy, and the product keeps gate and up (``2 d_ff``).
 
+A mixture of experts (``moe``) replaces the FFN by ``router, route,
+expert.0.<ffn ops>, ..., expert.<E-1>.<ffn ops>, combine`` (then the shared
+experts' FFN, if any, on every token): the router is a ``E x d`` matmul on
+every token; ``route`` is its softmax (5 per expert) and top-k selection
+(``k E`` comparisons), keeping the ``E`` probabilities; each expert is an FFN
+of ``d_ff`` whose kernels stream whole but compute ``c k / E`` of the tokens
+(``token_share`` ``k / E``, ``capacity_factor`` ``c``), its non-weight ops
+and stored activations scaled by the same; ``combine`` weights and sums
+each token's ``k`` expert outputs (``2 k d``), keeping them (``k d``).  The
+router keeps the FFN's input; the experts and the shared FFN read it.
+
 BERT's pooler (``kind: pooler``) and MLM transform (``transform: true`` on
 the output head) are counted on every token: the cycle model prices a
 kernel over all of a micro-batch's tokens, while the pooler really sees one
@@ -45,11 +62,12 @@ backward pass), so stored activations grow with ``s`` only through tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from wss.model.scenario.workload import (
     BLOCK_ROLES,
+    EXPERT_ROLES,
+    FFN_ROLES,
     BlockSparsity,
     DenseLayer,
     EmbeddingLayer,
@@ -61,7 +79,7 @@ from wss.model.scenario.workload import (
 )
 from wss.model.workload.ops import Op, StreamedKernel, WaferOp
 
-__all__ = ["expand_model", "kernel_density"]
+__all__ = ["expand_model", "kernel_density", "attended_keys"]
 
 _ACT_FLOPS = {"relu": 1.0, "tanh": 1.0, "gelu": 8.0, "none": 0.0}
 _LN_FLOPS = 8.0
@@ -217,12 +235,27 @@ def _embedding(layer: EmbeddingLayer, name: str, density: float) -> list[Op]:
     return ops
 
 
+def attended_keys(layer: TransformerBlock, s: int) -> float:
+    """Mean keys a query attends to in a sequence of ``s`` tokens (see the module docstring).
+
+    Full attention: ``s``.  Causal: query ``i`` sees keys ``1..i``, ``s (s + 1) / 2`` pairs.  A causal
+    sliding window of ``w`` keys (itself and ``w - 1`` before it): query ``i`` sees ``min(i, w)`` keys,
+    ``w (w + 1) / 2 + (s - w) w`` pairs (``w >= s`` is plain causal attention).
+    """
+    if not layer.causal:
+        return s
+    w = layer.window
+    if w is None or w >= s:
+        return (s + 1) / 2
+    return (w * (w + 1) / 2 + (s - w) * w) / s
+
+
 def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: int, b: int) -> list[Op]:
     """A block's ops in forward order (the variants and their order are in the module docstring)."""
     d, h, dh = layer.d_model, layer.n_heads, layer.head_width
     attn = h * dh
-    # Keys per query: all s, or under a causal mask s (s + 1) / 2 pairs over s queries (see the module docstring).
-    keys: float = (s + 1) / 2 if layer.causal else s
+    kv = layer.kv_heads * dh  # key (and value) features: attn, or fewer with grouped-query attention
+    keys = attended_keys(layer, s)
 
     def k(part: str, out_f: int, in_f: int, stored: int | None = None) -> StreamedKernel:
         return StreamedKernel(
@@ -239,44 +272,104 @@ def _block(layer: TransformerBlock, name: str, densities: dict[str, float], s: i
     def norm(part: str) -> WaferOp:
         return WaferOp(f"{name}.{part}", name, _LN_FLOPS * d, b, stored_elements_per_token=d)
 
+    # Scores and context cost the same whatever the key-value heads: every query head still meets every key
+    # it attends to; grouped-query attention shrinks the qkv matmul and the stored K and V.
     attention: list[Op] = [
-        k("qkv", 3 * attn, d),
+        k("qkv", attn + 2 * kv, d),
         WaferOp(f"{name}.attention", name, 4.0 * keys * attn + 5.0 * h * keys, b,
-                stored_elements_per_token=3 * attn + h),
+                stored_elements_per_token=attn + 2 * kv + h),
         k("attn_out", d, attn),
     ]
     if layer.parallel:
         # One norm feeds both branches; qkv keeps the normalised input and the FFN's first matmul(s) use that copy.
-        ffn = _ffn(layer, name, b, k, input_stored=False)
+        ffn = _ffn_part(layer, name, b, densities, input_stored=False)
         return [norm("ln1"), *attention, *ffn, WaferOp(f"{name}.residual", name, 2.0 * d, b)]
-    ffn = _ffn(layer, name, b, k, input_stored=True)
+    ffn = _ffn_part(layer, name, b, densities, input_stored=True)
     res1, res2 = WaferOp(f"{name}.residual1", name, float(d), b), WaferOp(f"{name}.residual2", name, float(d), b)
     if layer.norm == "post":
         return [*attention, res1, norm("ln1"), *ffn, res2, norm("ln2")]
     return [norm("ln1"), *attention, res1, norm("ln2"), *ffn, res2]
 
 
-def _ffn(layer: TransformerBlock, name: str, b: int, k: Callable[..., StreamedKernel], input_stored: bool) -> list[Op]:
-    """The FFN's ops: up, GELU, down; or gate, up, SiLU(gate) * up, down.
+def _ffn_part(
+    layer: TransformerBlock, name: str, b: int, densities: dict[str, float], input_stored: bool
+) -> list[Op]:
+    """The block's FFN: one dense FFN, or a mixture of experts (router, experts, shared experts, combine)."""
+    moe = layer.moe
+    if moe is None:
+        return _ffn(layer, name, layer.ffn_width, b, densities, FFN_ROLES, input_stored=input_stored)
+    d, share = layer.d_model, moe.token_share
+    ops: list[Op] = [
+        StreamedKernel(f"{name}.router", name, "matmul", moe.experts, d, densities["router"], b,
+                       stored_elements_per_token=d if input_stored else 0),
+        # Softmax over the experts (5 per logit) and top-k selection (k passes over the E probabilities);
+        # keeps the probabilities for the backward pass.
+        WaferOp(f"{name}.route", name, 5.0 * moe.experts + moe.top_k * moe.experts, b,
+                stored_elements_per_token=moe.experts),
+    ]
+    for e in range(moe.experts):
+        # Each expert reads its tokens from the router's input (kept once), on its capacity of slots.
+        ops += _ffn(layer, f"{name}.expert.{e}", layer.ffn_width, b, densities, EXPERT_ROLES, input_stored=False,
+                    share=share, capacity=moe.capacity_factor, layer_name=name)
+    # The weighted sum of each token's top_k expert outputs (a multiply and an add per element); it keeps
+    # them, to differentiate the weights.
+    ops.append(WaferOp(f"{name}.combine", name, 2.0 * moe.top_k * d, b,
+                       stored_elements_per_token=moe.top_k * d))
+    if moe.shared_experts:
+        ops += _ffn(layer, name, layer.dense_ffn_width, b, densities, FFN_ROLES, input_stored=False)
+    return ops
+
+
+def _ffn(
+    layer: TransformerBlock,
+    name: str,
+    dff: int,
+    b: int,
+    densities: dict[str, float],
+    roles: tuple[str, ...],
+    *,
+    input_stored: bool,
+    share: float = 1.0,
+    capacity: float = 1.0,
+    layer_name: str | None = None,
+) -> list[Op]:
+    """An FFN's ops: up, GELU, down; or gate, up, SiLU(gate) * up, down.
 
     ``input_stored``: the FFN's first matmul keeps its input (false when another kernel, qkv in a
-    parallel block, already keeps the same tensor).  A gated FFN's up matmul reads the gate's input,
-    so only the gate keeps it.
+    parallel block or a mixture's router, already keeps the same tensor).  A gated FFN's up matmul
+    reads the gate's input, so only the gate keeps it.  ``roles``: the sparsity roles of gate, up and
+    down (the block's FFN_ROLES, or an expert's EXPERT_ROLES).  An expert computes ``share x capacity``
+    of the tokens (its capacity); its stored activations and its non-weight FLOPs count those slots.
     """
-    d, dff = layer.d_model, layer.ffn_width
-    first = None if input_stored else 0
+    d = layer.d_model
+    gate_role, up_role, down_role = roles
+    computed = share * capacity
+    owner = layer_name or name
+
+    def k(role: str, part: str, out_f: int, in_f: int, stored: float) -> StreamedKernel:
+        return StreamedKernel(f"{name}.{part}", owner, "matmul", out_f, in_f, densities[role], b,
+                              stored_elements_per_token=stored if computed == 1.0 else stored * computed,
+                              token_share=share, capacity_factor=capacity)
+
+    def op(part: str, flops: float, stored: int) -> WaferOp:
+        if computed != 1.0:
+            flops, scaled = flops * computed, stored * computed
+            return WaferOp(f"{name}.{part}", owner, flops, b, stored_elements_per_token=scaled)
+        return WaferOp(f"{name}.{part}", owner, flops, b, stored_elements_per_token=stored)
+
+    first = d if input_stored else 0
     if layer.ffn == "swiglu":
         return [
-            k("ffn_gate", dff, d, first),
-            k("ffn_up", dff, d, 0),
+            k(gate_role, "ffn_gate", dff, d, first),
+            k(up_role, "ffn_up", dff, d, 0),
             # keeps gate and up (both needed to differentiate the product)
-            WaferOp(f"{name}.swiglu", name, _SWIGLU_FLOPS * dff, b, stored_elements_per_token=2 * dff),
-            k("ffn_down", d, dff),
+            op("swiglu", _SWIGLU_FLOPS * dff, 2 * dff),
+            k(down_role, "ffn_down", d, dff, dff),
         ]
     return [
-        k("ffn_up", dff, d, first),
-        WaferOp(f"{name}.gelu", name, _ACT_FLOPS["gelu"] * dff, b, stored_elements_per_token=dff),
-        k("ffn_down", d, dff),
+        k(up_role, "ffn_up", dff, d, first),
+        op("gelu", _ACT_FLOPS["gelu"] * dff, dff),
+        k(down_role, "ffn_down", d, dff, dff),
     ]
 
 

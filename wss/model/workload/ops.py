@@ -12,6 +12,7 @@ Both carry per-token figures so the same description serves any batch size.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +43,13 @@ class StreamedKernel:
     tied_to
         Name of the kernel whose weights this one shares (a tied output head
         names the token embedding), or ``None``.
+    token_share
+        The mean fraction of a micro-batch's tokens this kernel computes: 1,
+        except for an expert of a mixture of experts (``top_k / experts``).
+        Its stored activations are already scaled by what it computes.
+    capacity_factor
+        An expert's token slots over its mean load: the tokens it computes per
+        micro-batch are ``ceil(capacity_factor x token_share x tokens)``.
     """
 
     name: str
@@ -51,13 +59,26 @@ class StreamedKernel:
     in_features: int
     density: float
     block: int | None
-    stored_elements_per_token: int
+    stored_elements_per_token: float
     is_output: bool = False
     tied_to: str | None = None
+    token_share: float = 1.0
+    capacity_factor: float = 1.0
 
     @property
     def params(self) -> int:
         return self.out_features * self.in_features
+
+    @property
+    def computed_share(self) -> float:
+        """The fraction of the tokens the wafer computes this kernel on: padded expert slots included."""
+        return self.token_share * self.capacity_factor
+
+    def computed_tokens(self, tokens: int) -> int:
+        """Tokens this kernel computes in a micro-batch of ``tokens``: all, or an expert's capacity (at least 1)."""
+        if self.computed_share >= 1.0:
+            return tokens
+        return max(1, math.ceil(self.computed_share * tokens))
 
     @property
     def nnz(self) -> int:
@@ -67,8 +88,15 @@ class StreamedKernel:
         return round(self.params * self.density)
 
     def dense_flops_per_token(self) -> float:
-        """Forward multiply-accumulate FLOPs per token if the kernel were dense."""
-        return 0.0 if self.kind == "embedding" else 2.0 * self.params
+        """Forward multiply-accumulate FLOPs per token of the model if the kernel were dense.
+
+        An expert counts the tokens routed to it (``token_share``), not its padded capacity: the
+        model's FLOPs, whatever the capacity factor.
+        """
+        if self.kind == "embedding":
+            return 0.0
+        flops = 2.0 * self.params
+        return flops if self.token_share == 1.0 else flops * self.token_share
 
 
 @dataclass(frozen=True)
@@ -79,6 +107,7 @@ class WaferOp:
     ----------
     flops_per_token
         Forward FLOPs per token; backward costs ``backward_factor`` times it.
+        An expert's op counts the slots it computes, spread over every token.
     stored_elements_per_token
         Activation elements kept in SRAM for the backward pass.
     working_elements_per_token
@@ -89,7 +118,7 @@ class WaferOp:
     layer: str
     flops_per_token: float
     block: int | None
-    stored_elements_per_token: int = 0
+    stored_elements_per_token: float = 0
     working_elements_per_token: int = 0
     backward_factor: float = 2.0
 
