@@ -77,15 +77,16 @@ def cycles_by_tokens(
 ) -> list[dict[int, KernelCycles]]:
     """Per kernel, its cycles for each token count.
 
-    Kernels that share a profile object and a kind (sampled profiles are shared per shape and
-    density) are costed once and share the same dictionary.
+    Kernels that share a profile object, a kind and their tokens per input (sampled profiles are shared
+    per shape and density) are costed once and share the same dictionary.  A kernel applied once per
+    sample is costed on its input vectors, one per sample (``StreamedKernel.inputs``).
     """
-    by_profile: dict[tuple[int, str], dict[int, KernelCycles]] = {}
+    by_profile: dict[tuple[int, str, int], dict[int, KernelCycles]] = {}
     cycles = []
     for k, p in zip(kernels, profiles):
-        cost_key = (id(p), k.kind)
+        cost_key = (id(p), k.kind, k.tokens_per_input)
         if cost_key not in by_profile:
-            by_profile[cost_key] = {t: kernel_cycles(k.kind, p, t, wafer) for t in token_counts}
+            by_profile[cost_key] = {t: kernel_cycles(k.kind, p, k.inputs(t), wafer) for t in token_counts}
         cycles.append(by_profile[cost_key])
     return cycles
 

@@ -369,7 +369,7 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
             if op.kind == "embedding":
                 continue
             d = op.dense_flops_per_token() * tokens
-            e = 2.0 * nnz[id(op)] * tokens
+            e = 2.0 * nnz[id(op)] * tokens / op.tokens_per_input  # a per-sample kernel: one input per sample
             dense += 3 * d
             executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
         else:

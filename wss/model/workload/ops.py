@@ -42,6 +42,11 @@ class StreamedKernel:
     tied_to
         Name of the kernel whose weights this one shares (a tied output head
         names the token embedding), or ``None``.
+    tokens_per_input
+        Tokens that share one input vector: 1 for a kernel applied to every
+        token; a sample's tokens for one applied once per sample (DiT's
+        conditioning and adaLN, ViT's classifier on the class token), which
+        multiplies ``tokens / tokens_per_input`` vectors (:meth:`inputs`).
     """
 
     name: str
@@ -54,6 +59,7 @@ class StreamedKernel:
     stored_elements_per_token: int
     is_output: bool = False
     tied_to: str | None = None
+    tokens_per_input: int = 1
 
     @property
     def params(self) -> int:
@@ -67,8 +73,13 @@ class StreamedKernel:
         return round(self.params * self.density)
 
     def dense_flops_per_token(self) -> float:
-        """Forward multiply-accumulate FLOPs per token if the kernel were dense."""
-        return 0.0 if self.kind == "embedding" else 2.0 * self.params
+        """Forward multiply-accumulate FLOPs per token if the kernel were dense (a per-sample kernel's
+        FLOPs per sample spread over the sample's tokens)."""
+        return 0.0 if self.kind == "embedding" else 2.0 * self.params / self.tokens_per_input
+
+    def inputs(self, tokens: int) -> int:
+        """Input vectors the kernel multiplies for ``tokens`` tokens (``tokens`` unless it runs once per sample)."""
+        return tokens if self.tokens_per_input == 1 else -(-tokens // self.tokens_per_input)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ class StepModel:
         for kp in self.kernels:
             p = kp.profile
             dense = p.col_counts is None and p.row_counts is None
-            key = (kp.kernel.kind, p.out_features, p.in_features, p.nnz) if dense else (kp.kernel.kind, id(p))
+            kind = (kp.kernel.kind, kp.kernel.tokens_per_input)
+            key = (*kind, p.out_features, p.in_features, p.nnz) if dense else (*kind, id(p))
             if key not in classes:
                 classes[key] = len(classes)
                 self._cycle_classes.append(kp.index)
@@ -86,8 +87,8 @@ class StepModel:
             cycles = []
             for k in self._cycle_classes:
                 kp = self.kernels[k]
-                c = kp.cycles[tokens] if tokens in kp.cycles else kernel_cycles(kp.kernel.kind, kp.profile, tokens,
-                                                                                 wafer)
+                c = kp.cycles[tokens] if tokens in kp.cycles else kernel_cycles(kp.kernel.kind, kp.profile,
+                                                                                 kp.kernel.inputs(tokens), wafer)
                 cycles.append((c.forward, c.backward))
             both = np.array(cycles, dtype=float)[self._cycle_class]
             self._kernel_s[tokens] = (both[:, 0] / wafer.clock_Hz, both[:, 1] / wafer.clock_Hz)

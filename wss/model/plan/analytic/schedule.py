@@ -203,6 +203,7 @@ def _pass_keys(ops: Sequence[Op], kernels: Sequence[KernelPlan], order: list[tup
         else:
             p = kernels[int(arr["kernel"][i])].profile
             dense = p.col_counts is None and p.row_counts is None
-            work = (op.kind, p.out_features, p.in_features, p.nnz) if dense else (op.kind, id(p))
+            kind = (op.kind, op.tokens_per_input)
+            work = (*kind, p.out_features, p.in_features, p.nnz) if dense else (*kind, id(p))
         keys.append((phase, work, rows[i], caps[i]))
     return keys
