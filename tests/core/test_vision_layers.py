@@ -169,6 +169,7 @@ def test_diffusion_head_doubles_the_channels_with_a_learned_variance():
     assert params(head) == 2 * D * D + out * D
     assert flops(head) == pytest.approx((4 * D + 2 * 2 * D * D) / s + 8 * D + 2 * D + 2 * out * D + 3 * out,
                                         rel=1e-15)
+    assert stored(head) == 2 * math.ceil(D / s) + 3 * D  # adaLN's input twice; norm, modulation, projection
     loss = head[5]
     assert isinstance(loss, WaferOp) and loss.working_elements_per_token == out
     assert loss.backward_factor == pytest.approx(2 / 3)
