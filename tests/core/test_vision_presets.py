@@ -57,3 +57,17 @@ def test_dit_2b_has_the_modelzoo_shape():
 
 def test_the_presets_are_listed():
     assert {"vit-base-16", "dit-xl-2", "dit-2b"} <= set(wss.list_presets()["model"])
+
+
+def test_dit_xl_2_forward_flops_match_the_paper():
+    """DiT gives DiT-XL/2 118.6 Gflops a forward pass, counting a multiply-add as one: its matmuls and the
+    attention's two products.  Counting adaLN's d -> 6 d on every token instead of once per sample would add
+    28 x 6 d^2 x 255 = 57 G multiply-adds."""
+    s = wss.load_scenario(scenario_dict(model="dit-xl-2", global_batch=1))
+    ops = expand_model(s.workload.model, 0.0, s.seq_len)
+    matmuls = sum(k.dense_flops_per_token() for k in ops if isinstance(k, StreamedKernel))
+    block = next(layer for layer in s.workload.model.layers if layer.kind == "dit_block")
+    products = block.repeat * 4 * s.seq_len * block.n_heads * block.head_width  # Q K^T and A V, 2 FLOPs each
+    macs = (matmuls + products) * s.seq_len / 2
+    print(f"dit-xl-2: {macs / 1e9:.2f} G multiply-adds a forward pass, published 118.6")
+    assert macs == pytest.approx(118.6e9, rel=0.005)
