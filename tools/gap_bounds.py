@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wss.model.scenario import Scenario, load_scenario
+from wss.model.scenario import Scenario, TransformerBlock, load_scenario
 from wss.model.simulate import simulate
 from wss.studies.validation import Case, load_cases, measured_rows
 
@@ -50,12 +50,13 @@ class Row:
 
 def _blocks(s: Scenario) -> list:
     layers = s.workload.model.layers
-    return [layer for layer in layers if layer.kind == "transformer_block" for _ in range(layer.repeat)]
+    # Every transformer block, a DiT block (a transformer block with adaLN) included.
+    return [layer for layer in layers if isinstance(layer, TransformerBlock) for _ in range(layer.repeat)]
 
 
 def _scores(s: Scenario) -> float:
     """Attention scores per sample per step (heads x query x key pairs over every block; causal halves)."""
-    seq = s.training.seq_len
+    seq = s.seq_len
     return sum(b.n_heads * seq * seq * (0.5 if b.causal else 1.0) for b in _blocks(s))
 
 
@@ -70,12 +71,12 @@ def _weights(s: Scenario) -> float:
 UNITS: dict[str, Callable[[Scenario], float]] = {
     "per step": lambda s: 1.0,
     "per sample": lambda s: s.training.global_batch,
-    "per token": lambda s: s.training.global_batch * s.training.seq_len,
-    "per token per block": lambda s: s.training.global_batch * s.training.seq_len * len(_blocks(s)),
-    "per token per head": lambda s: s.training.global_batch * s.training.seq_len * sum(b.n_heads for b in _blocks(s)),
+    "per token": lambda s: s.training.global_batch * s.seq_len,
+    "per token per block": lambda s: s.training.global_batch * s.seq_len * len(_blocks(s)),
+    "per token per head": lambda s: s.training.global_batch * s.seq_len * sum(b.n_heads for b in _blocks(s)),
     "per sample per head": lambda s: s.training.global_batch * sum(b.n_heads for b in _blocks(s)),
     "per attention score": lambda s: s.training.global_batch * _scores(s),
-    "per token per weight": lambda s: s.training.global_batch * s.training.seq_len * _weights(s),
+    "per token per weight": lambda s: s.training.global_batch * s.seq_len * _weights(s),
 }
 
 

@@ -81,9 +81,10 @@ def test_causal_is_off_by_default_on_in_decoder_presets_and_off_in_encoders():
     def blocks(model):
         s = wss.load_scenario({"name": "t", "hardware": {"preset": "cs2-cluster"}, "workload": {"model": model},
                                "training": {"global_batch": 8}})
-        return [layer for layer in s.workload.model.layers if layer.kind == "transformer_block"]
+        return [layer for layer in s.workload.model.layers if layer.kind in ("transformer_block", "dit_block")]
 
-    encoders = {"bert-large", "esm-2-35m"}
+    # Encoders, vision and diffusion transformers attend to every token.
+    encoders = {"bert-large", "esm-2-35m", "vit-base-16", "dit-xl-2", "dit-2b"}
     for model in list_presets()["model"]:
         bs = blocks(model)
         if bs:

@@ -90,7 +90,7 @@ def estimate_plan(plan: Plan) -> Estimate:
         terms_s=step.terms,
         stream_bottleneck=step.bottleneck,
         micro_batches=len(plan.micro_batches),
-        tokens_per_sample=plan.tokens_per_sample if s.workload.model.input == "tokens" else 1,
+        tokens_per_sample=plan.tokens_per_sample if s.workload.model.input != "features" else 1,
         buffered_chunks=step.buffered_chunks,
         faults_left_out=left_out(s.faults),
     )

@@ -55,7 +55,7 @@ def _headline(s: Scenario, params: int, nnz: int) -> str:
     """The first line of a plan's or a result's summary: cluster, model, parameters, batch."""
     hw, tr = s.hardware, s.training
     sparsity = 1 - nnz / params if params else 0.0
-    seq = f" x {s.seq_len} tokens" if s.workload.model.input == "tokens" else ""
+    seq = f" x {s.seq_len} tokens" if s.workload.model.input != "features" else ""
     return (
         # Names are the user's: cut to one short line (wss.errors.shorten), as error messages cut them.
         f"{shorten(s.name)}: {hw.wafers} x {shorten(hw.wafer.name)}, {shorten(s.workload.model.name)} "
@@ -229,7 +229,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
         lines.append(f"  faults       {s.faults.describe()}")
     lines.append(f"  step time    {fmt_time(r.step_time_s)}  (mean of {n} step{'s' if n > 1 else ''})")
     thr = f"  throughput   {r.samples_per_s:,.4g} samples/s"
-    if s.workload.model.input == "tokens":
+    if s.workload.model.input != "features":
         thr += f", {r.tokens_per_s:,.4g} tokens/s"
     lines.append(thr)
     f = r.flops
@@ -269,7 +269,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
         )
     if r.energy is not None:
         e = r.energy
-        per, joules = ("token", e.per_token_J) if s.workload.model.input == "tokens" else ("sample", e.per_sample_J)
+        per, joules = ("token", e.per_token_J) if s.workload.model.input != "features" else ("sample", e.per_sample_J)
         lines.append(
             f"  energy       {si(e.per_step_J, 'J')} per step, {si(joules, 'J')} per {per}; "
             f"average power {si(e.average_power_W, 'W')} (docs/model.md, \"Energy\")"

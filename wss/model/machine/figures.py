@@ -10,13 +10,16 @@ import math
 from collections.abc import Mapping
 
 from wss.model.scenario import PRECISION_BYTES, Scenario
+from wss.model.scenario.workload import PatchEmbedding
 
-__all__ = ["TOKEN_ID_BYTES", "MIN_CHUNKS_BUFFERED", "OFFLOAD_CHUNK_DIVISOR", "chunks_buffered", "offload_chunk_bytes",
-           "offload_chunks", "input_bytes_per_sample",
+__all__ = ["TOKEN_ID_BYTES", "PIXEL_BYTES", "MIN_CHUNKS_BUFFERED", "OFFLOAD_CHUNK_DIVISOR", "chunks_buffered",
+           "offload_chunk_bytes", "offload_chunks", "input_bytes_per_sample",
            "block_input_bytes_per_token"]
 
 #: Bytes of one token id on the input path: an int32.
 TOKEN_ID_BYTES = 4
+#: Bytes of one pixel channel of an image on the input path: uint8, as a decoded JPEG or PNG holds it.
+PIXEL_BYTES = 1
 
 #: Chunks a buffer admits whatever their size.  A chunk is a unit of the simulation (as large as
 #: an eighth of a kernel: ``simulation.max_chunks_per_kernel``), while the hardware moves packets,
@@ -48,11 +51,19 @@ def chunks_buffered(capacity_bytes: int, chunk_bytes: float) -> int:
 
 
 def input_bytes_per_sample(scenario: Scenario, first_in_features: int) -> float:
-    """Bytes of one sample's input on the input path: its token ids, or (a feature model) the first kernel's
-    ``first_in_features`` values in the activation precision."""
-    if scenario.workload.model.input == "tokens":
+    """Bytes of one sample's input on the input path, by the model's input kind: its token ids; a feature
+    model's first kernel's ``first_in_features`` values in the activation precision; an image's ``H x W x C``
+    pixels of one byte (uint8, as the input workers feed the decoded image); a latent's ``H x W x C`` values in
+    the activation precision (``H``, ``W`` and ``C`` are the patch embedding's)."""
+    model = scenario.workload.model
+    if model.input == "tokens":
         return float(scenario.seq_len * TOKEN_ID_BYTES)
-    return float(first_in_features * PRECISION_BYTES[scenario.training.activation_precision])
+    act_b = PRECISION_BYTES[scenario.training.activation_precision]
+    stem = model.layers[0]
+    if isinstance(stem, PatchEmbedding):
+        values = stem.image_size * stem.image_size * stem.in_channels
+        return float(values * (PIXEL_BYTES if model.input == "image" else act_b))
+    return float(first_in_features * act_b)
 
 
 def block_input_bytes_per_token(scenario: Scenario, widths: Mapping[int, int]) -> dict[int, float]:

@@ -77,15 +77,15 @@ def cycles_by_tokens(
 ) -> list[dict[int, KernelCycles]]:
     """Per kernel, its cycles for each token count.
 
-    Kernels that share a profile object, a kind and the share of the tokens they compute (sampled
-    profiles are shared per shape and density) are costed once and share the same dictionary.  An
-    expert of a mixture of experts is costed on its capacity of a micro-batch's tokens
-    (:meth:`StreamedKernel.computed_tokens`), under the micro-batch's token count.
+    Kernels that share a profile object, a kind, the share of the tokens they compute and their tokens per
+    input (sampled profiles are shared per shape and density) are costed once and share the same dictionary.
+    An expert of a mixture of experts is costed on its capacity of a micro-batch's tokens, a kernel applied
+    once per sample on one input per sample (:meth:`StreamedKernel.computed_tokens`).
     """
-    by_profile: dict[tuple[int, str, float], dict[int, KernelCycles]] = {}
+    by_profile: dict[tuple[int, str, float, int], dict[int, KernelCycles]] = {}
     cycles = []
     for k, p in zip(kernels, profiles):
-        cost_key = (id(p), k.kind, k.computed_share)
+        cost_key = (id(p), k.kind, k.computed_share, k.tokens_per_input)
         if cost_key not in by_profile:
             by_profile[cost_key] = {t: kernel_cycles(k.kind, p, k.computed_tokens(t), wafer) for t in token_counts}
         cycles.append(by_profile[cost_key])

@@ -303,11 +303,13 @@ def activation_elements_per_token(ops: list[Op], mode: str) -> float:
 def block_input_widths(ops: list[Op]) -> dict[int, int]:
     """Each block's input width (features per token): what a checkpointed block keeps, or offloads.
 
-    The width entering the block's first streamed kernel (its ``qkv``, or the first kernel of a block
-    without attention).
+    The width entering the block's first streamed kernel applied to every token (its ``qkv``, or the
+    first kernel of a block without attention; not a DiT block's adaLN linear, which reads the
+    conditioning vector once per sample).
     """
     widths: dict[int, int] = {}
     for op in ops:
-        if isinstance(op, StreamedKernel) and op.block is not None and op.block not in widths:
+        if isinstance(op, StreamedKernel) and op.block is not None and op.block not in widths \
+                and op.tokens_per_input == 1:
             widths[op.block] = op.in_features
     return widths

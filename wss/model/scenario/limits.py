@@ -55,7 +55,9 @@ MAX_NUMERICS_ACTIVATIONS = 50_000_000
 MAX_NUMERICS_WORK = 1e12
 
 #: The most streamed kernels one layer of each kind expands into.
-_KERNELS_PER_LAYER = {"dense": 1, "embedding": 2, "transformer_block": 5, "pooler": 2, "output_head": 2}
+_KERNELS_PER_LAYER = {"dense": 1, "embedding": 2, "transformer_block": 5, "pooler": 2, "output_head": 2,
+                      "patch_embedding": 3, "timestep_embedding": 2, "label_embedding": 1, "dit_block": 6,
+                      "classification_head": 1, "diffusion_head": 2}
 
 
 def work_checks(s: Scenario) -> list[FieldProblem]:

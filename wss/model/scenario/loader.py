@@ -505,6 +505,12 @@ def _numerics_activation_checks(layers: Sequence[Any]) -> list[FieldProblem]:
 def _seq_len_checks(s: Scenario) -> list[FieldProblem]:
     """seq_len: only for token models, required there, and within the model's learned position table."""
     model, given = s.workload.model, s.training.seq_len
+    if model.patch_tokens is not None and given is not None:
+        return [FieldProblem("training.seq_len", f"seq_len applies only to token models; model {model.name!r} reads "
+                             f"{model.input}s cut into {model.patch_tokens} tokens by its patch embedding "
+                             f"(workload.model.layers.0), got {given}")]
+    if model.patch_tokens is not None:
+        return []
     if model.input == "features":
         # A feature model's sample is one feature vector: there is no sequence to set.
         problems = []

@@ -42,7 +42,11 @@ class Scenario(Frozen):
 
     @property
     def seq_len(self) -> int:
-        """Tokens per sample: the training's seq_len, the model's, or 1 for feature models."""
+        """Tokens per sample: the training's seq_len, the model's, 1 for feature models, or an image or latent
+        model's patches (and class token)."""
         if self.workload.model.input == "features":
             return 1
+        patched = self.workload.model.patch_tokens
+        if patched is not None:
+            return patched
         return self.training.seq_len or self.workload.model.seq_len or 1

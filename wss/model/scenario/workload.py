@@ -32,6 +32,34 @@ Layer kinds
     ``transform: true`` puts BERT's MLM transform before it (a dense
     ``d -> d``, GELU and a layer norm).
 
+Vision and diffusion transformers (ViT: Dosovitskiy et al., "An Image is
+Worth 16x16 Words", 2021; DiT: Peebles & Xie, "Scalable Diffusion Models
+with Transformers", 2023) read an image or a latent (``input: image`` or
+``latent``); a sample's tokens are its patches (and a class token):
+
+``patch_embedding``
+    A convolution whose stride is its kernel, cutting the ``H x W x C``
+    input into ``p x p`` patches and projecting each to ``d_model``: the
+    matmul ``d_model x p^2 C`` over the patches.  Optionally a learned class
+    token (one more position) and learned or fixed (sin-cos) positions.
+``timestep_embedding``, ``label_embedding``
+    DiT's conditioning, once per sample: the diffusion timestep's sinusoidal
+    features through an MLP (``f -> d``, SiLU, ``d -> d``), plus a class
+    label's embedding row (with a "no label" row for classifier-free
+    guidance).  Side branches: the width after them is their input's.
+``dit_block``
+    A transformer block (every ``transformer_block`` field) with adaLN(-Zero)
+    conditioning: a linear ``d -> 6 d`` (``4 d`` for plain adaLN) of the
+    conditioning vector per block sets each norm's shift and scale and each
+    branch's gate.
+``classification_head``
+    ViT's head: a layer norm, the class token (or the mean of the tokens),
+    then ``d -> classes``, softmax and loss, once per sample.
+``diffusion_head``
+    DiT's final layer: adaLN (a linear ``d -> 2 d``), then ``d -> p^2 C_out``
+    per token, twice the channels with a learned variance (``learn_sigma``),
+    and the mean-squared-error loss.
+
 Sparsity
 --------
 ``workload.sparsity`` and a layer's ``sparsity`` take one number, the
@@ -60,6 +88,7 @@ MAX_LAYERS = 10_000
 __all__ = [
     "BLOCK_ROLES",
     "WORKLOAD_ROLES",
+    "PATCH_INPUTS",
     "BlockSparsity",
     "WorkloadSparsity",
     "DenseLayer",
@@ -68,6 +97,12 @@ __all__ = [
     "TransformerBlock",
     "OutputHead",
     "Pooler",
+    "PatchEmbedding",
+    "TimestepEmbedding",
+    "LabelEmbedding",
+    "DiTBlock",
+    "ClassificationHead",
+    "DiffusionHead",
     "Layer",
     "ModelConfig",
     "WorkloadConfig",
@@ -421,9 +456,171 @@ class OutputHead(_LayerBase):
     )
 
 
+class _OncePerModel(_LayerBase):
+    """A layer a model has once (a stem, a head, its conditioning): ``repeat`` stays 1."""
+
+    @model_validator(mode="after")
+    def _once(self) -> _OncePerModel:
+        if self.repeat != 1:
+            kind = typing.get_args(type(self).model_fields["kind"].annotation)[0]
+            raise ValueError(f"repeat: a {kind} layer is not repeated (got {self.repeat})")
+        return self
+
+
+class PatchEmbedding(_OncePerModel):
+    """ViT's and DiT's stem: p x p patches of the input, each projected to d_model (a stride-p convolution)."""
+
+    kind: Literal["patch_embedding"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the projection and tables (default: workload.sparsity's default), "
+        "in [0, 1).",
+    )
+    image_size: Integer = bounded(
+        description="Side of the square input, in pixels (input: image) or latent elements (input: latent).",
+        within=WIDTH,
+    )
+    patch_size: Integer = bounded(description="Side of a patch: the convolution's kernel and stride.", within=WIDTH)
+    in_channels: Integer = bounded(3, description="Channels of the input (3: RGB; 4: a VAE latent).", within=WIDTH)
+    d_model: Integer = bounded(description="Width of a patch's embedding.", within=WIDTH)
+    class_token: Flag = Field(
+        False, description="A learned class token (d_model weights) ahead of the patches: one more position (ViT)."
+    )
+    positions: Literal["learned", "fixed", "none"] = Field(
+        "learned",
+        description="'learned': a table of one row per position (ViT); 'fixed': sin-cos positions added, no "
+        "weights (DiT); 'none'.",
+    )
+
+    @property
+    def patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def tokens(self) -> int:
+        """Positions per sample: the patches and the class token."""
+        return self.patches + int(self.class_token)
+
+    @property
+    def patch_features(self) -> int:
+        """Values in one patch, ``p^2 C``: the projection's input width."""
+        return self.patch_size * self.patch_size * self.in_channels
+
+    @model_validator(mode="after")
+    def _patches_tile(self) -> PatchEmbedding:
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"patch_size: {self.patch_size} does not divide image_size {self.image_size} (patches tile the input)"
+            )
+        return self
+
+
+class TimestepEmbedding(_OncePerModel):
+    """DiT's timestep embedding, once per sample: sinusoidal features of t, then Linear(f, d), SiLU, Linear(d, d)."""
+
+    kind: Literal["timestep_embedding"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the MLP's two kernels (default: workload.sparsity's default), in [0, 1)."
+    )
+    d_model: Integer = bounded(description="Width of the conditioning vector (the blocks' d_model).", within=WIDTH)
+    frequency_dim: Integer = bounded(
+        256, description="Sinusoidal features of the timestep (DiT: 256); even.", within=Range(2, WIDTH.high)
+    )
+
+    @model_validator(mode="after")
+    def _even(self) -> TimestepEmbedding:
+        if self.frequency_dim % 2:
+            raise ValueError(f"frequency_dim: {self.frequency_dim} is odd; the features are cosine and sine pairs")
+        return self
+
+
+class LabelEmbedding(_OncePerModel):
+    """DiT's class-label embedding, once per sample, added to the timestep's: the conditioning vector."""
+
+    kind: Literal["label_embedding"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the table (default: workload.sparsity's default), in [0, 1)."
+    )
+    d_model: Integer = bounded(description="Width of the conditioning vector (the blocks' d_model).", within=WIDTH)
+    classes: Integer = bounded(description="Class labels (ImageNet: 1000).", within=WIDTH)
+    null_class: Flag = Field(
+        True, description="One more row, the 'no label' of classifier-free guidance (DiT: classes + 1 rows)."
+    )
+
+    @property
+    def rows(self) -> int:
+        return self.classes + int(self.null_class)
+
+
+class DiTBlock(TransformerBlock):
+    """A transformer block with adaLN(-Zero) conditioning (DiT): every transformer_block field, plus the modulation.
+
+    A subclass, so the block's attention and FFN (and every option of them) are the transformer block's own.
+    """
+
+    kind: Literal["dit_block"]  # type: ignore[assignment]  # a subclass with its own tag in the Layer union
+    modulation: Literal["adaln_zero", "adaln"] = Field(
+        "adaln_zero",
+        description="'adaln_zero': a linear d_model -> 6 d_model of the conditioning vector per block gives each "
+        "norm's shift and scale and each branch's gate (DiT's best); 'adaln': d_model -> 4 d_model, no gates.",
+    )
+
+    @property
+    def modulation_width(self) -> int:
+        """Outputs of the block's modulation linear: shift and scale per norm, and a gate per branch with -Zero."""
+        return (6 if self.modulation == "adaln_zero" else 4) * self.d_model
+
+    @model_validator(mode="after")
+    def _sequential_pre_norm(self) -> DiTBlock:
+        if self.parallel:
+            raise ValueError("parallel: a dit_block modulates each branch's own norm (sequential blocks only)")
+        if self.norm != "pre":
+            raise ValueError("norm: a dit_block modulates the norm before each branch (norm: pre)")
+        return self
+
+
+class ClassificationHead(_OncePerModel):
+    """ViT's head: a layer norm, the class token (or the mean of the tokens), d_model -> classes, softmax and loss."""
+
+    kind: Literal["classification_head"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the projection (default: workload.sparsity's default), in [0, 1)."
+    )
+    d_model: Integer = bounded(description="Input width.", within=WIDTH)
+    classes: Integer = bounded(description="Classes (ImageNet-1k: 1000).", within=WIDTH)
+    pool: Literal["class_token", "mean"] = Field(
+        "class_token", description="What the projection reads: the class token, or the mean of every token."
+    )
+    norm: Flag = Field(True, description="A layer norm on every token before pooling (ViT's final norm).")
+
+
+class DiffusionHead(_OncePerModel):
+    """DiT's final layer: adaLN (d_model -> 2 d_model), then d_model -> p^2 C_out per token, and the loss."""
+
+    kind: Literal["diffusion_head"]
+    sparsity: Fraction | None = Field(
+        None, description="Weight sparsity of the two kernels (default: workload.sparsity's default), in [0, 1)."
+    )
+    d_model: Integer = bounded(description="Input width.", within=WIDTH)
+    patch_size: Integer = bounded(description="Side of a patch (the patch embedding's).", within=WIDTH)
+    out_channels: Integer = bounded(4, description="Channels predicted per position (the latent's: 4).", within=WIDTH)
+    learn_sigma: Flag = Field(
+        True, description="Predict the variance too (DiT): twice out_channels, the noise and the variance."
+    )
+
+    @property
+    def out_features(self) -> int:
+        return self.patch_size * self.patch_size * self.out_channels * (2 if self.learn_sigma else 1)
+
+
 Layer = Annotated[
-    DenseLayer | EmbeddingLayer | TransformerBlock | Pooler | OutputHead, Field(discriminator="kind")
+    DenseLayer | EmbeddingLayer | TransformerBlock | Pooler | OutputHead | PatchEmbedding | TimestepEmbedding
+    | LabelEmbedding | DiTBlock | ClassificationHead | DiffusionHead,
+    Field(discriminator="kind"),
 ]
+#: The layers of DiT's conditioning vector (computed once per sample, read by every adaLN).
+_CONDITIONING = (TimestepEmbedding, LabelEmbedding)
+#: Inputs whose sample is an array cut into patches: its tokens follow the model's patch embedding.
+PATCH_INPUTS = ("image", "latent")
 
 
 class ModelConfig(Frozen):
@@ -431,8 +628,11 @@ class ModelConfig(Frozen):
 
     name: str = Field("model", description="Model name.")
     source: str | None = Field(None, description="Where the configuration comes from (paper, table).")
-    input: Literal["tokens", "features"] = Field(
-        "tokens", description="'tokens': a sample is seq_len token ids; 'features': a sample is one feature vector."
+    input: Literal["tokens", "features", "image", "latent"] = Field(
+        "tokens",
+        description="'tokens': a sample is seq_len token ids; 'features': a sample is one feature vector; 'image': "
+        "an H x W x C uint8 image and 'latent': an H x W x C latent in the activation precision, each cut into "
+        "patches by the model's first layer (a patch_embedding), which sets the tokens per sample.",
     )
     seq_len: Integer | None = bounded(None, description="Default sequence length for token models.", within=WIDTH)
     layers: tuple[Layer, ...] = Field(min_length=1, description="Layers in forward order.")
@@ -456,8 +656,14 @@ class ModelConfig(Frozen):
                     raise ValueError(f"layers.{i}: a repeated dense layer needs in_features == out_features")
             elif isinstance(layer, EmbeddingLayer):
                 k_in, k_out = None, layer.d_model
-            elif isinstance(layer, (TransformerBlock, Pooler)):
-                k_in, k_out = layer.d_model, layer.d_model
+            elif isinstance(layer, (TransformerBlock, Pooler, *_CONDITIONING)):
+                k_in, k_out = layer.d_model, layer.d_model  # a block, or a side branch that leaves the width as it was
+            elif isinstance(layer, PatchEmbedding):
+                k_in, k_out = None, layer.d_model
+            elif isinstance(layer, ClassificationHead):
+                k_in, k_out = layer.d_model, layer.classes
+            elif isinstance(layer, DiffusionHead):
+                k_in, k_out = layer.d_model, layer.out_features
             else:
                 k_in, k_out = layer.d_model, layer.vocab_size
             if width is not None and k_in is not None and k_in != width:
@@ -466,6 +672,45 @@ class ModelConfig(Frozen):
                 )
             width = k_out
         return self
+
+    @model_validator(mode="after")
+    def _patched_input(self) -> ModelConfig:
+        """An image or latent model starts with its one patch embedding, which sets its tokens; DiT's adaLN layers
+        read a conditioning vector made before them; heads read what the stem made."""
+        stems = [i for i, layer in enumerate(self.layers) if isinstance(layer, PatchEmbedding)]
+        patched = self.input in PATCH_INPUTS
+        if patched and stems != [0]:
+            where = f"layers.{stems[0]}: " if stems else "layers.0: "
+            raise ValueError(f"{where}{_an(self.input)} model starts with one patch_embedding layer (it cuts the "
+                             f"{self.input} into patches); {len(stems)} found, {'not first' if stems else 'none'}")
+        if not patched and stems:
+            raise ValueError(f"layers.{stems[0]}: a patch_embedding layer reads an image or a latent; set input: "
+                             f"image or latent (this model's input is {self.input})")
+        if patched and self.seq_len is not None:
+            raise ValueError(f"seq_len: {_an(self.input)} model's tokens per sample follow its patch embedding "
+                             f"({self.patch_tokens}); seq_len applies only to token models")
+        stem = self.layers[0] if patched else None
+        for i, layer in enumerate(self.layers):
+            if isinstance(layer, (DiTBlock, DiffusionHead)) and not any(
+                    isinstance(c, _CONDITIONING) for c in self.layers[:i]):
+                raise ValueError(f"layers.{i}: a {layer.kind} layer's adaLN reads a conditioning vector: put a "
+                                 "timestep_embedding or label_embedding layer before it")
+            if isinstance(layer, DiffusionHead) and (not isinstance(stem, PatchEmbedding)
+                                                     or stem.patch_size != layer.patch_size):
+                stem_p = stem.patch_size if isinstance(stem, PatchEmbedding) else None
+                raise ValueError(f"layers.{i}.patch_size: a diffusion_head predicts each patch of the model's patch "
+                                 f"embedding (patch_size {stem_p}), got {layer.patch_size}")
+            if isinstance(layer, ClassificationHead) and layer.pool == "class_token" and not (
+                    isinstance(stem, PatchEmbedding) and stem.class_token):
+                raise ValueError(f"layers.{i}.pool: pooling the class token needs a patch_embedding with "
+                                 "class_token: true (or pool: mean)")
+        return self
+
+    @property
+    def patch_tokens(self) -> int | None:
+        """Tokens per sample of an image or latent model (its patches and class token), else None."""
+        stem = self.layers[0]
+        return stem.tokens if isinstance(stem, PatchEmbedding) else None
 
 
 class WorkloadConfig(Frozen):
@@ -504,6 +749,11 @@ class WorkloadConfig(Frozen):
             if getattr(self.sparsity, role) is not None and role not in present:
                 raise ValueError(f"sparsity.{role}: model {self.model.name!r} has no {_ROLE_OWNERS[role]}")
         return self
+
+
+def _an(word: str) -> str:
+    """The word with its indefinite article ('an image', 'a latent')."""
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
 
 
 _ROLE_OWNERS = {

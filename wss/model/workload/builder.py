@@ -69,7 +69,10 @@ from wss.model.scenario.workload import (
     EXPERT_ROLES,
     FFN_ROLES,
     BlockSparsity,
+    ClassificationHead,
     DenseLayer,
+    DiffusionHead,
+    DiTBlock,
     EmbeddingLayer,
     ModelConfig,
     OutputHead,
@@ -77,14 +80,13 @@ from wss.model.scenario.workload import (
     TransformerBlock,
     WorkloadSparsity,
 )
+from wss.model.workload.conventions import ACT_FLOPS as _ACT_FLOPS
+from wss.model.workload.conventions import LN_FLOPS as _LN_FLOPS
+from wss.model.workload.conventions import SWIGLU_FLOPS as _SWIGLU_FLOPS
 from wss.model.workload.ops import Op, StreamedKernel, WaferOp
+from wss.model.workload.vision import VISION_LAYERS, modulated_block, vision_layer_ops
 
 __all__ = ["expand_model", "kernel_density", "attended_keys"]
-
-_ACT_FLOPS = {"relu": 1.0, "tanh": 1.0, "gelu": 8.0, "none": 0.0}
-_LN_FLOPS = 8.0
-#: SiLU(gate) * up per element: SiLU x / (1 + e^-x) is 4 (negate, exp, add, divide), the product 1.
-_SWIGLU_FLOPS = 5.0
 
 
 def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity, seq_len: int) -> list[Op]:
@@ -115,7 +117,11 @@ def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity,
                 ops += _embedding(layer, name, kernel_density(layer.sparsity, default_sparsity, "embedding"))
             elif isinstance(layer, TransformerBlock):
                 densities = {role: kernel_density(layer.sparsity, default_sparsity, role) for role in BLOCK_ROLES}
-                ops += _block(layer, name, densities, seq_len, block_index)
+                block = _block(layer, name, densities, seq_len, block_index)
+                if isinstance(layer, DiTBlock):  # adaLN(-Zero) around the block's own ops; its linear has no role
+                    adaln = kernel_density(layer.sparsity, default_sparsity, None)
+                    block = modulated_block(layer, block, name, adaln, seq_len, block_index)
+                ops += block
                 block_index += 1
             elif isinstance(layer, OutputHead):
                 table = _tied_table(ops, layer) if layer.tied else None
@@ -124,10 +130,12 @@ def expand_model(model: ModelConfig, default_sparsity: float | WorkloadSparsity,
                 ops += _head(layer, name, density, table.name if table else None, transform)
             elif isinstance(layer, Pooler):
                 ops += _pooler(layer, name, kernel_density(layer.sparsity, default_sparsity, None))
+            elif isinstance(layer, VISION_LAYERS):
+                ops += vision_layer_ops(layer, name, kernel_density(layer.sparsity, default_sparsity, None), seq_len)
             else:  # a kind added to the scenario's Layer union but not here: never drop its work silently
                 raise NotImplementedError(f"the workload builder has no rule for layer kind {layer.kind!r} "
                                           f"({type(layer).__name__}, layer {name!r})")
-    if not any(isinstance(layer, OutputHead) for layer in model.layers):
+    if not any(isinstance(layer, (OutputHead, ClassificationHead, DiffusionHead)) for layer in model.layers):
         ops = _close_with_loss(ops)
     return ops
 

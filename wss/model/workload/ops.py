@@ -50,6 +50,11 @@ class StreamedKernel:
     capacity_factor
         An expert's token slots over its mean load: the tokens it computes per
         micro-batch are ``ceil(capacity_factor x token_share x tokens)``.
+    tokens_per_input
+        Tokens that share one input vector: 1 for a kernel applied to every
+        token; a sample's tokens for one applied once per sample (DiT's
+        conditioning and adaLN, ViT's classifier on the class token), which
+        multiplies ``tokens / tokens_per_input`` vectors (:meth:`inputs`).
     """
 
     name: str
@@ -64,6 +69,7 @@ class StreamedKernel:
     tied_to: str | None = None
     token_share: float = 1.0
     capacity_factor: float = 1.0
+    tokens_per_input: int = 1
 
     @property
     def params(self) -> int:
@@ -75,7 +81,10 @@ class StreamedKernel:
         return self.token_share * self.capacity_factor
 
     def computed_tokens(self, tokens: int) -> int:
-        """Tokens this kernel computes in a micro-batch of ``tokens``: all, or an expert's capacity (at least 1)."""
+        """Input vectors this kernel multiplies in a micro-batch of ``tokens`` tokens: all of them; one per sample
+        for a kernel applied once per sample; an expert's capacity (at least 1) for an expert."""
+        if self.tokens_per_input != 1:
+            tokens = -(-tokens // self.tokens_per_input)
         if self.computed_share >= 1.0:
             return tokens
         return max(1, math.ceil(self.computed_share * tokens))
@@ -91,12 +100,14 @@ class StreamedKernel:
         """Forward multiply-accumulate FLOPs per token of the model if the kernel were dense.
 
         An expert counts the tokens routed to it (``token_share``), not its padded capacity: the
-        model's FLOPs, whatever the capacity factor.
+        model's FLOPs, whatever the capacity factor; a per-sample kernel's FLOPs per sample are spread
+        over the sample's tokens.
         """
         if self.kind == "embedding":
             return 0.0
         flops = 2.0 * self.params
-        return flops if self.token_share == 1.0 else flops * self.token_share
+        flops = flops if self.token_share == 1.0 else flops * self.token_share
+        return flops if self.tokens_per_input == 1 else flops / self.tokens_per_input
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ class StepModel:
         for kp in self.kernels:
             p = kp.profile
             dense = p.col_counts is None and p.row_counts is None
-            work = (kp.kernel.kind, kp.kernel.computed_share)  # an expert computes fewer tokens on the same profile
+            # an expert computes fewer tokens, a per-sample kernel one input per sample, on the same profile
+            work = (kp.kernel.kind, kp.kernel.computed_share, kp.kernel.tokens_per_input)
             key = (*work, p.out_features, p.in_features, p.nnz) if dense else (*work, id(p))
             if key not in classes:
                 classes[key] = len(classes)

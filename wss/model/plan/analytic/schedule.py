@@ -225,7 +225,7 @@ def _pass_keys(ops: Sequence[Op], kernels: Sequence[KernelPlan], order: list[tup
         else:
             p = kernels[int(arr["kernel"][i])].profile
             dense = p.col_counts is None and p.row_counts is None
-            kind = (op.kind, op.computed_share)  # an expert computes fewer tokens on the same profile
+            kind = (op.kind, op.computed_share, op.tokens_per_input)  # what the profile computes on: see StepModel
             work = (*kind, p.out_features, p.in_features, p.nnz) if dense else (*kind, id(p))
         keys.append((phase, work, rows[i], caps[i]))
     return keys
