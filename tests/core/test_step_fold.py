@@ -138,14 +138,14 @@ def test_analyse_checks_the_premise():
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0]), [], [1.0, 2.0, 3.0, 4.2, 5.0], None, copies=10)
     backlog = ((0, 0), (1, 0.5), 0.0, (), ())
     states = [((0, 0), (0, -1.0), 0.0, (), ())] * 3 + [backlog] * 2
-    with pytest.raises(FoldMismatch, match="queues differ"):
+    with pytest.raises(FoldMismatch, match="the cluster differs"):
         analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
     # A limited activation store: the chunks in its intake and its transfers' bytes left count too.
     store = [((0, 0), (0, -1.0), 0.0, (), ((1,), ((5.0,),)))] * 3
     assert analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], store * 2), [], ends, None, copies=10) is not None
     for other in (((1,), ((6.0,),)), ((2,), ((5.0,),)), ((1,), ((5.0, 1.0),))):
         states = store + [((0, 0), (0, -1.0), 0.0, (), other)] * 2
-        with pytest.raises(FoldMismatch, match="queues differ"):
+        with pytest.raises(FoldMismatch, match="the cluster differs"):
             analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], ends, None, copies=10)
 
 

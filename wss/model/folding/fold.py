@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "seconds_by_cause"]
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "state_difference",
+           "seconds_by_cause"]
 
 REL_TOL = 1e-9
 
@@ -105,6 +106,27 @@ def same_state(a: tuple, b: tuple, period: float) -> bool:
     )
 
 
+def state_difference(a: tuple, b: tuple) -> str:
+    """What differs between two states of :func:`same_state`, in words (the first difference found)."""
+    (stores_a, (queued_a, running_a), staged_a, dram_a, _) = a
+    (stores_b, (queued_b, running_b), staged_b, dram_b, _) = b
+    if stores_a != stores_b:
+        if len(stores_a) != len(stores_b):
+            return f"{len(stores_a)} queues, then {len(stores_b)}"
+        i = next(i for i, (x, y) in enumerate(zip(stores_a, stores_b)) if x != y)
+        return (f"{sum(x != y for x, y in zip(stores_a, stores_b))} of {len(stores_a)} queues hold different "
+                f"numbers of items; the first, queue {i + 1} (in Cluster.state's order), {stores_a[i]!r} and then "
+                f"{stores_b[i]!r}")
+    if queued_a != queued_b or running_a != running_b:
+        return (f"the optimizer had {queued_a} jobs queued and {running_a!r} s left of the running one, then "
+                f"{queued_b} and {running_b!r} s")
+    if not close(staged_a, staged_b):
+        return f"MemoryX had {staged_a!r} bytes staged from flash, then {staged_b!r}"
+    if not _same_transfers(dram_a, dram_b):
+        return f"MemoryX's DRAM had transfers with {dram_a!r} bytes left, then {dram_b!r}"
+    return "the activation store held or moved different block inputs"
+
+
 def _same_transfers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """As many transfers under way, each with (to rounding) the same bytes left."""
     return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
@@ -139,7 +161,8 @@ def analyse(
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
         p2, p3 = s3.time - s2.time, s4.time - s3.time
         if not same_state(s2.state, s3.state, p3):
-            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 ({s2.state} vs {s3.state})")
+            raise FoldMismatch(f"step {step}: the cluster differs at the starts of micro-batches 2 and 3 "
+                               f"({state_difference(s2.state, s3.state)})")
         if not close(p2, p3):
             raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
         deltas = {}

@@ -41,11 +41,19 @@ its kernels' optimizer jobs) stands for itself and its copies (its
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wss.model.folding.fold import REL_TOL, FoldMismatch, Snapshot, close, same_state, seconds_by_cause
+from wss.model.folding.fold import (
+    REL_TOL,
+    FoldMismatch,
+    Snapshot,
+    close,
+    same_state,
+    seconds_by_cause,
+    state_difference,
+)
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass, gradient_passes
@@ -89,8 +97,11 @@ class LayerFoldMismatch(FoldMismatch):
 
 
 def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun],
-                directions: Sequence[str] = ("forward", "backward")) -> list[FoldPoint]:
-    """Every fold point of the program in ``directions``, in program order."""
+                directions: Sequence[str] = ("forward", "backward"),
+                unfolded: Collection[int] = frozenset()) -> list[FoldPoint]:
+    """Every fold point of the program in ``directions``, in program order; none in the micro-batches
+    ``unfolded``, whose every block is simulated (:attr:`Plan.blocks_unfolded_in
+    <wss.model.plan.types.Plan.blocks_unfolded_in>`)."""
     firsts: dict[tuple[int, int, str, int], int] = {}  # (step, mb, direction, block) -> its first pass
     for p in program:
         block = ops[p.op].block
@@ -98,7 +109,7 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
             direction = "forward" if p.phase == "forward" else "backward"
             firsts.setdefault((p.step, p.micro_batch, direction, block), p.index)
     points = []
-    for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program):
+    for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program if p.micro_batch not in unfolded):
         for r in runs:
             k = FOLDED_PREFIX
             fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]
@@ -172,8 +183,8 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
     where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
     for x, y in ((sa, sb), (sb, sc)):
         if not same_state(x.state, y.state, p_bc):
-            raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks ({x.state} vs "
-                                    f"{y.state})", fp.direction)
+            raise LayerFoldMismatch(f"{where}: the cluster differs at the starts of two blocks "
+                                    f"({state_difference(x.state, y.state)})", fp.direction)
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction)
     deltas = {}

@@ -369,7 +369,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     processes.update(start_parts(env, parts[-wafers:]))
     done = [processes[w.name] for w in cluster.simulated]
     drain(cluster, env.all_of(done), processes, plan.scenario.training.steps)
-    if plan.layer_runs:
+    if cluster.folding.layer_points:  # none when every simulated micro-batch runs all its blocks (uneven slots)
         _unfold_layers(cluster)
     # The counters each entry of step_busy grows by: the simulated parts' (before name_members renames the members).
     counted = [f"wafer.{s}.compute" for s in cluster.stand_in] + [link.name for link in cluster.tree.links()]
