@@ -146,10 +146,11 @@ def test_unfolded_runs_fold_layers_too(overrides):
     """Every wafer apart (16 of them, with classes): blocks fold, and each wafer's breakdown, compute and idle
     time, and each step's pacer agree with every block simulated.
 
-    With uneven shards the blocks may not settle within the four simulated at each end (a wafer with fewer
-    samples runs ahead of the stream by what the buffers hold, and its period converges to the slowest wafer's
-    only slowly; a leaf link's busy time alternates by a chunk between blocks): the fold is then refused and
-    the run must equal the one with every block simulated, byte for byte."""
+    With uneven shards the blocks of a micro-batch whose sizes differ between wafers do not settle within the
+    four simulated at each end (a wafer with fewer samples runs ahead of the stream by what the buffers hold,
+    and its period converges to the slowest wafer's only slowly), so every block of it is simulated
+    (``Plan.blocks_unfolded_in``); here that is the only micro-batch, nothing folds, and the run must equal the
+    one with every block simulated, byte for byte."""
     base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})
     folded, fc = simulate_detailed(s, record=False)

@@ -51,10 +51,6 @@ def build_program(plan: Plan) -> list[Pass]:
         if op.block is not None:
             blocks.setdefault(op.block, []).append(pos)
     recompute = plan.checkpointing in ("blocks", "offload")
-    # The middle of each folded run of identical blocks is left out (wss.model.folding.layer_fold).
-    dropped_fw, dropped_bw = plan.dropped_in("forward"), plan.dropped_in("backward")
-    forward = [pos for pos, op in enumerate(ops) if op.block not in dropped_fw]
-    backward = [pos for pos, op in enumerate(ops) if op.block not in dropped_bw]
     out: list[Pass] = []
 
     def add(step: int, mb: int, pos: int, phase: str, tokens: int) -> None:
@@ -67,6 +63,10 @@ def build_program(plan: Plan) -> list[Pass]:
     for step in range(plan.simulated_steps):
         for mb in plan.simulated_micro_batches:
             tokens = plan.micro_batches[mb] * plan.tokens_per_sample
+            # The middle of each folded run of identical blocks is left out (wss.model.folding.layer_fold).
+            dropped_fw, dropped_bw = plan.dropped_in("forward", mb), plan.dropped_in("backward", mb)
+            forward = [pos for pos, op in enumerate(ops) if op.block not in dropped_fw]
+            backward = [pos for pos, op in enumerate(ops) if op.block not in dropped_bw]
             for pos in forward:
                 add(step, mb, pos, "forward", tokens)
             seen: set[int] = set()
@@ -87,8 +87,10 @@ def gradient_passes(program: Sequence[Pass]) -> dict[tuple[int, int, int], int]:
 
 
 def updated_kernels(program: Sequence[Pass]) -> set[int]:
-    """Kernels whose gradient the program sends (and so updates): with layer folding, not those left out."""
-    return {p.kernel for p in program if p.kernel is not None and p.phase == "backward"}
+    """Kernels whose gradient the program sends in the last micro-batch (and so updates): with layer folding, not
+    those left out (a micro-batch whose every block runs may send theirs earlier, to accumulate)."""
+    last = max((p.micro_batch for p in program), default=0)
+    return {p.kernel for p in program if p.kernel is not None and p.phase == "backward" and p.micro_batch == last}
 
 
 def offload_bytes_per_token(plan: Plan) -> dict[int, float]:

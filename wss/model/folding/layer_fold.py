@@ -41,7 +41,7 @@ its kernels' optimizer jobs) stands for itself and its copies (its
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -97,8 +97,11 @@ class LayerFoldMismatch(FoldMismatch):
 
 
 def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun],
-                directions: Sequence[str] = ("forward", "backward")) -> list[FoldPoint]:
-    """Every fold point of the program in ``directions``, in program order."""
+                directions: Sequence[str] = ("forward", "backward"),
+                unfolded: Collection[int] = frozenset()) -> list[FoldPoint]:
+    """Every fold point of the program in ``directions``, in program order; none in the micro-batches
+    ``unfolded``, whose every block is simulated (:attr:`Plan.blocks_unfolded_in
+    <wss.model.plan.types.Plan.blocks_unfolded_in>`)."""
     firsts: dict[tuple[int, int, str, int], int] = {}  # (step, mb, direction, block) -> its first pass
     for p in program:
         block = ops[p.op].block
@@ -106,7 +109,7 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
             direction = "forward" if p.phase == "forward" else "backward"
             firsts.setdefault((p.step, p.micro_batch, direction, block), p.index)
     points = []
-    for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program):
+    for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program if p.micro_batch not in unfolded):
         for r in runs:
             k = FOLDED_PREFIX
             fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]

@@ -78,7 +78,8 @@ class FoldProbe:
         checks: dict[int, FoldPoint] = {}
         marked: frozenset[int] = frozenset()
         if plan.layer_runs:
-            self.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions)
+            self.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions,
+                                            plan.blocks_unfolded_in)
             checks = {f.c: f for f in self.layer_points}
             marked = frozenset(i for f in self.layer_points for i in (f.a, f.b, f.c))
         starts = bool(plan.fold_copies or plan.step_fold_copies)

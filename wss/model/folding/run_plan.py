@@ -14,7 +14,7 @@ from wss.model.plan import Plan, make_plan
 from wss.model.plan.problems import scenario_source
 from wss.model.program import build_program, chunk_passes
 from wss.model.scenario import Scenario
-from wss.model.scenario.fold_rules import fold_decision, simulated_wafers, uniform_shards
+from wss.model.scenario.fold_rules import fold_decision, simulated_wafers
 from wss.model.scenario.limits import MAX_CHUNK_PASSES
 
 __all__ = ["folding_plan", "check_work"]
@@ -23,13 +23,15 @@ __all__ = ["folding_plan", "check_work"]
 def folding_plan(s: Scenario, profiles: Any, fold_layers: bool = True) -> Plan:
     """The plan a run simulates, with the micro-batches, steps and layers it may fold.
 
-    Micro-batches fold when every wafer runs the same ones (not with uneven shards unfolded) and every
-    micro-batch repeats the one before (not with random slow flash reads).  Steps fold only in the folded
-    cluster (the unfolded one has no step-fold check yet); identical blocks fold in both, whatever the shards
-    (not with random slow flash reads).  A recording run folds as the plain one does.
+    Micro-batches fold where every micro-batch repeats the one before (not with random slow flash reads): with
+    uneven shards unfolded, over the slots where every class of wafers repeats its own size
+    (:func:`~wss.model.plan.micro_batching.simulated_micro_batches`).  Steps fold only in the folded cluster
+    (the unfolded one has no step-fold check yet); identical blocks fold in both, in the micro-batches where
+    every wafer's is the same size (:func:`~wss.model.plan.micro_batching.uneven_slots`), not with random slow
+    flash reads.  A recording run folds as the plain one does.
     """
     folded = fold_decision(s)[0]
-    fold = (folded or uniform_shards(s)) and s.faults.flash is None
+    fold = s.faults.flash is None
     layers = fold_layers and s.faults.flash is None
     return make_plan(s, profiles, fold=fold, fold_steps=folded, fold_layers=layers)
 

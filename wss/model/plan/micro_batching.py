@@ -35,6 +35,8 @@ __all__ = [
     "micro_batch_candidates",
     "split_evenly",
     "split_under",
+    "wafer_splits",
+    "uneven_slots",
     "simulated_micro_batches",
     "simulated_steps",
     "activation_elements_per_token",
@@ -62,6 +64,10 @@ class MicroBatching:
         Samples per micro-batch on the busiest wafer, as even as possible (:func:`split_evenly`).
     simulated
         Indices of the micro-batches the SimPy run executes (all of them unless folded).
+    blocks_unfolded_in
+        The micro-batches whose blocks do not fold: those in which the wafers apart (unfolded) have
+        micro-batches of different sizes (:func:`uneven_slots`), and with more than one step and the
+        first of them uneven, the last too (the first's forward passes wait for the updates the last makes).
     tokens_per_sample
         Tokens of one sample.
     sram_bytes_needed
@@ -76,6 +82,7 @@ class MicroBatching:
     tokens_per_sample: int
     sram_bytes_needed: float
     sram_bytes_available: float
+    blocks_unfolded_in: frozenset[int] = frozenset()
 
     @property
     def token_counts(self) -> list[int]:
@@ -137,12 +144,23 @@ def plan_micro_batching(scenario: Scenario, chosen: Candidate, fold: bool) -> Mi
         The candidate chosen by :mod:`~wss.model.plan.search` (or the only one allowed).
     fold
         Allow folding (``simulation.fold_micro_batches`` must also be on).
+
+    With the wafers apart (unfolded), every wafer's split counts: the copies of a folded micro-batch
+    stand for that slot on every wafer, so they lie where every wafer's micro-batches repeat.
     """
+    from wss.model.scenario.fold_rules import folds_wafers  # lazy: fold_rules imports the scenario package
+    from wss.model.scenario.shards import shard_samples
+
     sizes = list(chosen.micro_batches)
+    splits = [sizes] if folds_wafers(scenario) else wafer_splits(shard_samples(scenario), sizes)
+    uneven = uneven_slots(splits)
+    if 0 in uneven and scenario.training.steps > 1:
+        uneven |= {len(sizes) - 1}  # every block's update of a step is waited for by the next's first micro-batch
     return MicroBatching(
         checkpointing=chosen.checkpointing,
         micro_batches=sizes,
-        simulated=simulated_micro_batches(sizes, fold and scenario.simulation.fold_micro_batches),
+        simulated=simulated_micro_batches(sizes, fold and scenario.simulation.fold_micro_batches, splits),
+        blocks_unfolded_in=uneven,
         tokens_per_sample=scenario.seq_len,
         sram_bytes_needed=chosen.sram_bytes_needed,
         sram_bytes_available=scenario.hardware.wafer.activation_sram_bytes,
@@ -182,6 +200,29 @@ def split_under(samples: int, busiest: Sequence[int]) -> list[int]:
     for i in larger:
         out[i] += 1
     return out
+
+
+def wafer_splits(samples: Sequence[int], busiest: Sequence[int]) -> list[list[int]]:
+    """Each distinct split of the wafers' shards ``samples`` (the busiest's first), every smaller shard lined up
+    under the busiest's split ``busiest`` (:func:`split_under`): the micro-batches each class of wafers runs."""
+    top = max(samples)
+    smaller = sorted({n for n in samples if n} - {top}, reverse=True)  # a wafer cut off (0 samples) runs nothing
+    return [list(busiest), *(split_under(n, busiest) for n in smaller)]
+
+
+def uneven_slots(splits: Sequence[Sequence[int]]) -> frozenset[int]:
+    """The micro-batch slots in which the wafers' splits differ: some wafers compute fewer samples there than
+    others, run ahead and wait.
+
+    The wafers run in lock-step, so in such a slot the smaller micro-batches finish each block early and
+    drift ahead of the largest until a buffer binds (a weight or an offloaded-activation intake filling up);
+    that transient lasts tens of blocks (GPT-3 175B on 17 wafers: about 60 blocks of the backward passes before
+    the last wafer's activation intake is full), longer than layer folding's settling, so a slot's blocks fold
+    only where every wafer's micro-batch has the same size (:mod:`wss.model.folding.layer_fold`).
+    """
+    if not splits:
+        return frozenset()
+    return frozenset(i for i in range(len(splits[0])) if len({split[i] for split in splits}) > 1)
 
 
 def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, busiest: int) -> list[Candidate]:
@@ -246,17 +287,20 @@ def _does_not_fit(scenario: Scenario, mode: str, fit: tuple[float, int], retaine
     )
 
 
-def simulated_micro_batches(sizes: list[int], fold: bool) -> list[int]:
+def simulated_micro_batches(sizes: list[int], fold: bool, splits: Sequence[Sequence[int]] = ()) -> list[int]:
     """Indices of the micro-batches the SimPy run executes.
 
     All of them, unless folding is on and removes at least :data:`FOLD_MIN_COPIES`: then the first
     :data:`FOLDED_PREFIX`, and every micro-batch from the end of the leading run of identical
     sizes on (always the last, which carries the update).  The folded copies between repeat
     micro-batch 3, so they must be the size of micro-batch 3: with an even split
-    (:func:`split_evenly`) the leading run is the more numerous size.
+    (:func:`split_evenly`) the leading run is the more numerous size.  With the wafers apart, ``splits``
+    holds every class's split (:func:`wafer_splits`): the leading run ends at the first slot where any
+    class's micro-batch differs from its own first, so every wafer repeats its micro-batch 3 over the copies.
     """
     n = len(sizes)
-    run = next((i for i, m in enumerate(sizes) if m != sizes[0]), n)
+    lined_up = [sizes, *splits]
+    run = next((i for i in range(n) if any(split[i] != split[0] for split in lined_up)), n)
     tail = min(run, n - 1)
     if fold and tail - FOLDED_PREFIX >= FOLD_MIN_COPIES:
         return list(range(FOLDED_PREFIX)) + list(range(tail, n))

@@ -80,6 +80,9 @@ class Plan:
     layer_runs: tuple[BlockRun, ...] = ()
     #: The passes whose blocks fold: "forward" (forward passes) and "backward" (recompute and backward).
     layer_directions: tuple[str, ...] = ("forward", "backward")
+    #: Micro-batches whose every block is simulated, folding or not: those in which the wafers apart have
+    #: micro-batches of different sizes (:func:`wss.model.plan.micro_batching.uneven_slots`).
+    blocks_unfolded_in: frozenset[int] = frozenset()
 
     @property
     def fold_copies(self) -> int:
@@ -96,8 +99,11 @@ class Plan:
         """Blocks not simulated (in :attr:`layer_directions`): the middle of each folded run of identical blocks."""
         return frozenset(b for r in self.layer_runs for b in r.dropped)
 
-    def dropped_in(self, direction: str) -> frozenset[int]:
-        """Blocks whose ``direction`` passes ("forward" or "backward") are not simulated."""
+    def dropped_in(self, direction: str, micro_batch: int | None = None) -> frozenset[int]:
+        """Blocks whose ``direction`` passes ("forward" or "backward") are not simulated (in ``micro_batch``, if
+        given: none in an uneven slot)."""
+        if micro_batch in self.blocks_unfolded_in:
+            return frozenset()
         return self.dropped_blocks if direction in self.layer_directions else frozenset()
 
     @property

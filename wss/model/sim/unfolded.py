@@ -44,7 +44,7 @@ import simpy
 from wss.model.components.part import counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.fold import analyse, seconds_by_cause
+from wss.model.folding.fold import Fold, analyse, seconds_by_cause
 from wss.model.folding.layer_fold import (
     LayerFold,
     LayerFoldMismatch,
@@ -355,8 +355,10 @@ def run_unfolded(plan: Plan, record: bool = False,
     processes.update(start_parts(env, parts[-wafers:]))
     done = [processes[w.name] for w in cluster.simulated]
     drain(cluster, env.all_of(done), processes, plan.scenario.training.steps)
-    if plan.layer_runs:
+    if cluster.folding.layer_points:  # none when every simulated micro-batch runs all its blocks (uneven slots)
         _unfold_layers(cluster)
+    # The counters each entry of step_busy grows by: the simulated parts' (before name_members renames the members).
+    counted = [f"wafer.{s}.compute" for s in cluster.stand_in] + [link.name for link in cluster.tree.links()]
     for group in cluster.groups():
         group.sync()
     cluster.name_members()
@@ -364,4 +366,15 @@ def run_unfolded(plan: Plan, record: bool = False,
         after_copies = plan.simulated_micro_batches[FOLDED_PREFIX]
         cluster.folding.fold = analyse(cluster.folding.snapshots, cluster.wafer.timeline,
                                        plan.scenario.training.steps, after_copies, plan.fold_copies)
+        _busy_with_copies(cluster, cluster.folding.fold, counted)
     return cluster
+
+
+def _busy_with_copies(cluster: UnfoldedCluster, fold: Fold, names: list[str]) -> None:
+    """Every part's busy seconds at each step's end with the folded micro-batches of that step and the ones before
+    in place: each entry grows by the copies' deltas of the counter ``names`` gives it (a wafer or an edge stood for
+    by another grows as its stand-in)."""
+    for k in range(1, len(cluster.step_busy)):
+        done = fold.steps[:k]  # mark k is taken as step k - 1's last update ends
+        cluster.step_busy[k] = [b + sum(fold.copies * f.deltas.get(name, 0.0) for f in done)
+                                for b, name in zip(cluster.step_busy[k], names)]

@@ -1,0 +1,88 @@
+"""Wall time of ``wss.simulate`` at every cluster size against the nearest power of two, in the same run.
+
+A sweep of wafer counts should cost about the same at every count.  A count that does not divide the
+batch gives uneven shards: the wafers are unfolded into two classes (k and k+1 samples), which simulate
+apart (docs/unfolded.md); folding micro-batches and identical blocks over the slots where every class
+repeats keeps such a run near the folded cost of the power-of-two count beside it
+(``wss/model/plan/micro_batching.py``, ``wss/model/folding/layer_fold.py``).
+
+For GPT-3 175B (``scenarios/gpt3_175b.yaml``, batch 1536) and Cerebras-GPT 13B
+(``scenarios/cerebras_gpt_13b.yaml``), one step each, it times every wafer count of ``--counts`` (default:
+1 to 64, 96, 128 and 192; the median of ``--repeats`` runs) and prints each count's wall time, simulated
+events and its ratio to the nearest power of two's wall time (the lower one on a tie), timed in the same
+run.  The issue's target is at most 3x everywhere; the worst ratio per model is printed last.
+
+Run: ``python benchmarks/bench_cluster_sizes.py [--repeats N] [--counts 8,9,16,17] [--models gpt3_175b]``.
+The full sweep is about 130 simulations per repeat: minutes on one free core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import wss
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = {"gpt3_175b": "GPT-3 175B", "cerebras_gpt_13b": "Cerebras-GPT 13B"}
+COUNTS = [*range(1, 65), 96, 128, 192]
+TARGET = 3.0
+
+
+def nearest_power_of_two(n: int) -> int:
+    """The power of two closest to ``n`` (the lower one on a tie)."""
+    lo = 1 << (n.bit_length() - 1)
+    hi = lo * 2
+    return lo if n - lo <= hi - n else hi
+
+
+def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, int]:
+    walls, events = [], 0
+    for _ in range(repeats):
+        t = time.perf_counter()
+        events = wss.simulate(scenario).sim_events
+        walls.append(time.perf_counter() - t)
+    return statistics.median(walls), events
+
+
+def sweep(model: str, counts: list[int], repeats: int) -> float:
+    """Print one model's table; return its worst ratio to the nearest power of two."""
+    path = ROOT / "scenarios" / f"{model}.yaml"
+    needed = sorted(set(counts) | {nearest_power_of_two(n) for n in counts})
+    timed: dict[int, tuple[float, int]] = {}
+    for n in needed:
+        timed[n] = _time(wss.load_scenario(path, {"hardware.wafers": n}), repeats)
+    print(f"{MODELS.get(model, model)}, 1 step")
+    print(f"{'wafers':>7} {'wall s':>9} {'events':>12} {'2^k':>5} {'2^k wall s':>11} {'ratio':>7}")
+    worst = 0.0
+    for n in counts:
+        p = nearest_power_of_two(n)
+        (wall, events), (base, _) = timed[n], timed[p]
+        ratio = wall / base
+        worst = max(worst, ratio)
+        print(f"{n:>7} {wall:>9.3f} {events:>12,} {p:>5} {base:>11.3f} {ratio:>6.2f}x")
+    verdict = "meets" if worst <= TARGET else "misses"
+    print(f"worst ratio {worst:.2f}x ({verdict} the target of at most {TARGET:g}x)")
+    return worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--counts", default=",".join(map(str, COUNTS)), help="wafer counts, comma-separated")
+    ap.add_argument("--models", default=",".join(MODELS), help="scenario names under scenarios/, comma-separated")
+    args = ap.parse_args(argv)
+    counts = [int(c) for c in args.counts.split(",")]
+    if any(c < 1 or not math.isfinite(c) for c in counts):
+        ap.error("wafer counts are positive integers")
+    for model in args.models.split(","):
+        sweep(model, counts, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
