@@ -168,3 +168,27 @@ def test_report_totals_say_what_was_folded():
     folded, _ = _pair("gpt3-125m x 20")
     text = format_totals(folded)
     assert "step 3's records count x16, for steps 3-18; micro-batch 3's records count x4, for micro-batches 3-6" in text
+
+
+def test_a_state_mismatch_is_told_in_words_not_tuples():
+    """``wss -v`` says what differs between two queue states (buffers, backlog, staging, DRAM, store), never
+    the raw tuples."""
+    from wss.model.folding.fold import state_difference
+
+    a = ((2, 0, 2, 1), (0, -1.0), 0.0, (), ())
+    assert state_difference(a, ((2, 0, 2, 0), (0, -1.0), 0.0, (), ()), 1.0) == (
+        "1 of 4 buffers hold a different number of chunks (5 chunks queued in all, then 4)")
+    assert state_difference(a, ((2, 0, 2, 1), (3, 0.5), 0.0, (), ()), 1.0) == (
+        "the optimizer's backlog differs (0 jobs queued, then 3)")
+    assert "flash staging" in state_difference(a, ((2, 0, 2, 1), (0, -1.0), 8.0, (), ()), 1.0)
+    assert "DRAM has 0 transfers under way, then 1" in state_difference(a, ((2, 0, 2, 1), (0, -1.0), 0.0, (5.0,), ()),
+                                                                         1.0)
+    store = ((2, 0, 2, 1), (0, -1.0), 0.0, (), ((1,), ((5.0,),)))
+    assert state_difference(store, ((2, 0, 2, 1), (0, -1.0), 0.0, (), ((2,), ((5.0,),))), 1.0) == (
+        "the activation store holds or moves different block inputs")
+    backlog = ((0, 0), (1, 0.5), 0.0, (), ())
+    states = [((0, 0), (0, -1.0), 0.0, (), ())] * 3 + [backlog] * 2
+    with pytest.raises(FoldMismatch) as exc:
+        analyse_steps(_snapshots([1.0, 1.0, 1.0, 1.0], states), [], [1.0, 2.0, 3.0, 4.0, 5.0], None, copies=10)
+    assert str(exc.value) == ("steps: queues differ at the starts of two steps (the optimizer's backlog differs "
+                              "(0 jobs queued, then 1))")

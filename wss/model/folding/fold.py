@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "seconds_by_cause"]
+__all__ = ["Snapshot", "StepFold", "Fold", "FoldMismatch", "analyse", "close", "same_state", "state_difference",
+           "seconds_by_cause"]
 
 REL_TOL = 1e-9
 
@@ -105,6 +106,32 @@ def same_state(a: tuple, b: tuple, period: float) -> bool:
     )
 
 
+def state_difference(a: tuple, b: tuple, period: float) -> str:
+    """What differs between two states that :func:`same_state` finds unequal, in words (for ``wss -v``).
+
+    The states are ``Cluster.state`` tuples: every buffer's queue length (the links' inboxes in the tree's
+    order, then the wafer's weight and activation intakes and MemoryX's gradient inbox), the optimizer's
+    backlog, the flash staging level, MemoryX's DRAM transfers and a limited activation store's holdings.
+    """
+    (stores_a, (queued_a, running_a), staged_a, dram_a, held_a) = a
+    (stores_b, (queued_b, running_b), staged_b, dram_b, held_b) = b
+    parts = []
+    if stores_a != stores_b:
+        differ = sum(x != y for x, y in zip(stores_a, stores_b)) + abs(len(stores_a) - len(stores_b))
+        parts.append(f"{differ} of {max(len(stores_a), len(stores_b))} buffers hold a different number of "
+                     f"chunks ({sum(stores_a)} chunks queued in all, then {sum(stores_b)})")
+    if queued_a != queued_b or abs(running_a - running_b) > REL_TOL * max(period, 1e-300):
+        parts.append(f"the optimizer's backlog differs ({queued_a} jobs queued, then {queued_b})")
+    if not close(staged_a, staged_b):
+        parts.append(f"the flash staging holds {staged_a:.6g} bytes, then {staged_b:.6g}")
+    if not _same_transfers(dram_a, dram_b):
+        parts.append(f"MemoryX's DRAM has {len(dram_a)} transfers under way, then {len(dram_b)} (or as many with "
+                     "different bytes left)")
+    if not _same_store(held_a, held_b):
+        parts.append("the activation store holds or moves different block inputs")
+    return "; ".join(parts) if parts else "the states differ"
+
+
 def _same_transfers(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     """As many transfers under way, each with (to rounding) the same bytes left."""
     return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
@@ -139,7 +166,8 @@ def analyse(
         s2, s3, s4 = snapshots[(step, 2)], snapshots[(step, 3)], snapshots[(step, last_mb)]
         p2, p3 = s3.time - s2.time, s4.time - s3.time
         if not same_state(s2.state, s3.state, p3):
-            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 ({s2.state} vs {s3.state})")
+            raise FoldMismatch(f"step {step}: queues differ at micro-batches 2 and 3 "
+                               f"({state_difference(s2.state, s3.state, p3)})")
         if not close(p2, p3):
             raise FoldMismatch(f"step {step}: micro-batch 2 took {p2!r} s, micro-batch 3 {p3!r} s")
         deltas = {}

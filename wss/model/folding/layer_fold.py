@@ -45,7 +45,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wss.model.folding.fold import REL_TOL, FoldMismatch, Snapshot, close, same_state, seconds_by_cause
+from wss.model.folding.fold import (
+    REL_TOL,
+    FoldMismatch,
+    Snapshot,
+    close,
+    same_state,
+    seconds_by_cause,
+    state_difference,
+)
 from wss.model.plan.layer_runs import BlockRun
 from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass, gradient_passes
@@ -172,8 +180,8 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
     where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
     for x, y in ((sa, sb), (sb, sc)):
         if not same_state(x.state, y.state, p_bc):
-            raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks ({x.state} vs "
-                                    f"{y.state})", fp.direction)
+            raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
+                                    f"({state_difference(x.state, y.state, p_bc)})", fp.direction)
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction)
     deltas = {}

@@ -25,7 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from wss.model.folding.fold import REL_TOL, Fold, FoldMismatch, Snapshot, close, same_state, seconds_by_cause
+from wss.model.folding.fold import (
+    REL_TOL,
+    Fold,
+    FoldMismatch,
+    Snapshot,
+    close,
+    same_state,
+    seconds_by_cause,
+    state_difference,
+)
 
 __all__ = ["COPIED_STEP", "StepsFold", "Unfolding", "analyse_steps"]
 
@@ -119,7 +128,8 @@ def analyse_steps(snapshots: Mapping[tuple[int, int], Snapshot], timeline: list[
     s2, s3, s4 = snapshots[(k - 1, 0)], snapshots[(k, 0)], snapshots[(k + 1, 0)]
     for a, b in ((s2, s3), (s3, s4)):
         if not same_state(a.state, b.state, p3):
-            raise FoldMismatch(f"steps: queues differ at the starts of two steps ({a.state} vs {b.state})")
+            raise FoldMismatch("steps: queues differ at the starts of two steps "
+                               f"({state_difference(a.state, b.state, p3)})")
     if not close(p2, p3):
         raise FoldMismatch(f"step {k - 1} took {p2!r} s, step {k} {p3!r} s")
     end2, end3 = ends[k - 1] + unfold.shift(k - 1, last_mb) - t2, ends[k] + unfold.shift(k, last_mb) - t3
