@@ -310,3 +310,50 @@ def test_tiny_offload_chunks_are_refused_on_the_plan_the_run_would_simulate(caps
     check_work(wss.load_scenario(GPT3))  # the shipped chunk size is well within the bound
     blocks = wss.load_scenario(GPT3, {"simulation.chunk_bytes": 1024, "training.activation_checkpointing": "blocks"})
     check_work(blocks)  # without offload the same chunk size moves few chunks: accepted
+
+
+def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_starts():
+    """GPT-3 175B on 9 wafers passes the work bound (92,000 chunk passes as planned) but takes a minute or
+    two: its uneven shards unfold the wafers, the blocks' fold fails its check and the run starts again
+    without it.  The estimate counts that run too and says so; the shipped 192-wafer run is not announced."""
+    from wss.model.folding.run_plan import LONG_RUN_S, long_run_note, run_work
+
+    nine = wss.load_scenario(GPT3, {"hardware.wafers": 9})
+    work = run_work(nine)
+    assert work.wafers == 4 and work.fallback_chunk_passes > 10 * work.chunk_passes
+    assert work.seconds > 3 * LONG_RUN_S
+    note = long_run_note(nine, work)
+    assert note is not None and note.startswith("gpt3-175b-192: this run will take about ")
+    assert "million events" in note and "6 wafers of 171, 3 of 170" in note
+    assert "simulation.fold_wafers: true folds the wafers" in note
+    shipped = wss.load_scenario(GPT3)
+    assert run_work(shipped).fallback_chunk_passes == 0 and long_run_note(shipped, run_work(shipped)) is None
+
+
+def test_the_estimate_counts_the_run_again_when_the_block_fold_fails():
+    """On a small uneven cluster the run that finishes is the one without folded blocks: its events are
+    what the estimate expects (within a factor of two), where the planned count alone is less than half."""
+    from wss.model.folding.run_plan import EVENTS_PER_CHUNK_PASS, run_work
+    from wss.model.simulate import simulate_detailed
+
+    s = wss.load_scenario(GPT3, {"workload.model": "gpt3-125m", "training.global_batch": 10, "hardware.wafers": 3})
+    work = run_work(s)
+    events = simulate_detailed(s, record=False)[1].events
+    assert work.events / 2 <= events <= work.events * 2
+    assert work.chunk_passes * EVENTS_PER_CHUNK_PASS < events / 2
+
+
+def test_wss_simulate_says_a_long_run_on_stderr_before_it_starts(tmp_path, capsys, monkeypatch):
+    """The note goes to stderr (a warning, silenced by --quiet), the result.json is the same as without it."""
+    from wss.cli import main
+
+    small = ["--set", "workload.model=gpt3-125m", "--set", "training.global_batch=10", "--set", "hardware.wafers=3"]
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "plain")]) == 0
+    assert "this run will take" not in capsys.readouterr().err
+    monkeypatch.setattr("wss.model.folding.run_plan.LONG_RUN_S", 0.0)
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "noted")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("wss: WARNING: gpt3-175b-192: this run will take about ")
+    assert (tmp_path / "plain" / "result.json").read_text() == (tmp_path / "noted" / "result.json").read_text()
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "quiet"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
