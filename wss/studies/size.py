@@ -187,6 +187,19 @@ def _bisection_probes(gap: int) -> int:
     return max(0, math.ceil(math.log2(gap))) if gap > 1 else 0
 
 
+def _meets(tokens: float, days: float | None, tokens_per_s: float | None) -> Callable[[dict[str, Any]], bool]:
+    """Does a row (simulated or estimated) meet the target?  Never without one."""
+
+    def meets(row: dict[str, Any]) -> bool:
+        if row.get("status") != "ok":
+            return False
+        if days is not None:
+            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
+        return tokens_per_s is not None and row["tokens_per_s"] >= tokens_per_s
+
+    return meets
+
+
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None) -> None:
     ok = df["status"] == "ok"
     df["days"] = tokens / df["tokens_per_s"] / _SECONDS_PER_DAY
@@ -241,13 +254,7 @@ def size(
     sizes = cluster_sizes(top)
     target: str | None = f"{days:g} days" if days is not None else (
         f"{tokens_per_s:.4g} tokens/s" if tokens_per_s is not None else None)
-    def meets(row: dict[str, Any]) -> bool:
-        if row.get("status") != "ok" or target is None:
-            return False
-        if days is not None:
-            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
-        return row["tokens_per_s"] >= tokens_per_s
-
+    meets = _meets(tokens, days, tokens_per_s)
     widest = max((b - a for a, b in zip(sizes, sizes[1:])), default=0)
     # with a target: every size estimated, a bisection of estimates, then two counts decided (at most
     # simulated), and a bisection of simulations at worst

@@ -64,7 +64,8 @@ class Probe:
     seconds: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {"wafers": self.wafers, "how": self.how, "step_time_s": self.step_time_s, "meets": self.meets,
+        step = None if math.isnan(self.step_time_s) else self.step_time_s  # an error row's (JSON has no NaN)
+        return {"wafers": self.wafers, "how": self.how, "step_time_s": step, "meets": self.meets,
                 "seconds": self.seconds}
 
 
