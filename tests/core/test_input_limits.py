@@ -310,3 +310,47 @@ def test_tiny_offload_chunks_are_refused_on_the_plan_the_run_would_simulate(caps
     check_work(wss.load_scenario(GPT3))  # the shipped chunk size is well within the bound
     blocks = wss.load_scenario(GPT3, {"simulation.chunk_bytes": 1024, "training.activation_checkpointing": "blocks"})
     check_work(blocks)  # without offload the same chunk size moves few chunks: accepted
+
+
+def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_starts():
+    """GPT-3 175B on 9 wafers passes the work bound but takes a while: its uneven shards unfold the wafers and
+    every block of the micro-batch whose sizes differ is simulated.  The estimate counts those blocks and says
+    so; the shipped 192-wafer run is not announced."""
+    from wss.model.folding.run_plan import LONG_RUN_S, long_run_note, run_work
+
+    nine = wss.load_scenario(GPT3, {"hardware.wafers": 9})
+    work = run_work(nine)
+    assert work.wafers == 4 and work.seconds > LONG_RUN_S
+    note = long_run_note(nine, work)
+    assert note is not None and note.startswith("gpt3-175b-192: this run will take about ")
+    assert "million events" in note and "6 wafers of 171, 3 of 170" in note
+    assert "simulation.fold_wafers: true folds the wafers" in note
+    shipped = wss.load_scenario(GPT3)
+    assert long_run_note(shipped, run_work(shipped)) is None
+
+
+def test_the_estimate_of_an_uneven_run_is_its_events_within_a_factor_of_two():
+    """On a small uneven cluster the estimate is the run's events within a factor of two."""
+    from wss.model.folding.run_plan import run_work
+    from wss.model.simulate import simulate_detailed
+
+    s = wss.load_scenario(GPT3, {"workload.model": "gpt3-125m", "training.global_batch": 10, "hardware.wafers": 3})
+    work = run_work(s)
+    events = simulate_detailed(s, record=False)[1].events
+    assert work.events / 2 <= events <= work.events * 2
+
+
+def test_wss_simulate_says_a_long_run_on_stderr_before_it_starts(tmp_path, capsys, monkeypatch):
+    """The note goes to stderr (a warning, silenced by --quiet), the result.json is the same as without it."""
+    from wss.cli import main
+
+    small = ["--set", "workload.model=gpt3-125m", "--set", "training.global_batch=10", "--set", "hardware.wafers=3"]
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "plain")]) == 0
+    assert "this run will take" not in capsys.readouterr().err
+    monkeypatch.setattr("wss.model.folding.run_plan.LONG_RUN_S", 0.0)
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "noted")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("wss: WARNING: gpt3-175b-192: this run will take about ")
+    assert (tmp_path / "plain" / "result.json").read_text() == (tmp_path / "noted" / "result.json").read_text()
+    assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "quiet"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -11,8 +11,9 @@ import argparse
 import io
 import json
 import math
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wss.cli.common import EXIT_FAILED, EXIT_OK, add_scenario_argument, add_set_argument
 from wss.files import all_or_nothing, atomic_write_bytes, ensure_file_target
@@ -32,7 +33,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
         help="time to train a token budget on each cluster size; the smallest that meets a deadline",
         description="Simulate SCENARIO on 1, 2, 4, ... wafers (up to --max-wafers), keeping its per-step global "
         "batch, and print the time to train --tokens on each, with wafer-hours, energy and cost.  With --days "
-        "or --tokens-per-s, the smallest size that meets it is recommended; exit 1 if none does.",
+        "or --tokens-per-s, the smallest size that meets it is recommended (exit 1 if none does): the sizes "
+        "are estimated in closed form and only the counts that decide the answer are simulated (see "
+        "docs/sizing.md).",
     )
     add_scenario_argument(p)
     p.add_argument("--tokens", type=float, required=True, metavar="N", help="tokens to train on, e.g. 3e11")
@@ -62,6 +65,17 @@ def _write_plot(df: pd.DataFrame, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _log_above(drawn: bool) -> AbstractContextManager[Any]:
+    """While a bar is drawn, wss's log lines (a long run's warning) go above it, not through it."""
+    if not drawn:
+        return nullcontext()
+    import logging
+
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    return logging_redirect_tqdm(loggers=[logging.getLogger("wss")])
+
+
 def _json(df: pd.DataFrame) -> str:
     rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
             for r in df.to_dict(orient="records")]
@@ -78,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
         ensure_file_target(args.plot)
     from wss.views.progress import progress_bar
 
-    with progress_bar("size", delay_s=0.5) as bar:  # one simulation per cluster size probed
+    # a bar while it probes (on a terminal, after half a second), closed before the table prints; a long
+    # simulation's warning is written above it rather than through it
+    with progress_bar("size", delay_s=0.5) as bar, _log_above(bar.enabled):
         df = size(args.scenario, args.tokens, days=args.days, tokens_per_s=args.tokens_per_s,
                   max_wafers=args.max_wafers, price_per_wafer_hour=args.price_per_wafer_hour,
                   overrides=args.overrides, workers=args.workers, progress=bar)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wss.model.folding.ladder import run_folded
-from wss.model.folding.run_plan import check_work, folding_plan
+from wss.model.folding.run_plan import check_work, folding_plan, long_run_note, run_work
 from wss.model.plan import Plan, make_plan
 from wss.model.result.measure import measure, wafer_folding
 from wss.model.result.results import NumericsSummary, Result
@@ -75,6 +75,9 @@ def simulate_detailed(
     progress = _monotone(progress)
     p = folding_plan(s, profiles, fold_layers)
     check_work(s, p)
+    note = long_run_note(s, run_work(s, p))
+    if note is not None:  # said before it starts (wss simulate: on stderr), the Result unchanged
+        log.warning(note)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")
     log.info("%s: wafers %s (%s); simulating %d of %d micro-batches per step, %d of %d steps, %d of %d blocks",
              s.name, "folded" if folding.folded else "unfolded", folding.reason, len(p.simulated_micro_batches),

@@ -5,15 +5,17 @@
 >>> df.attrs["recommended"]
 
 Every size is the scenario with only ``hardware.wafers`` changed: the per-step global batch (and so the
-tokens per step), the model, MemoryX and the SwarmX fan-out stay as the scenario has them.  Each size is
-simulated (``wss.simulate``); the time to train is the token budget over the simulated tokens per second.
-See docs/sizing.md.
+tokens per step), the model, MemoryX and the SwarmX fan-out stay as the scenario has them.  Without a target
+each size is simulated (``wss.simulate``); with one, each is estimated by the analytic level and only the
+counts that decide the smallest size meeting it are simulated (or bounded: :mod:`wss.studies.size_search`).
+The time to train is the token budget over the tokens per second.  See docs/sizing.md.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from wss.errors import WssError
 from wss.model.scenario import Scenario, load_scenario
 from wss.model.scenario.loader import published_cluster_limit
+from wss.studies.size_search import SIMULATION_UNITS
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported only when used
     import pandas as pd
@@ -78,13 +81,14 @@ def _max_wafers(base: Scenario, max_wafers: int | None) -> int:
     return max_wafers
 
 
-def _run_size(scenario_json: str) -> dict[str, Any]:
-    """Simulate one size (in this process or a worker); a WssError becomes an error row."""
-    from wss.model.simulate import simulate
+def _run_size(scenario_json: str, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
+    """Simulate one size (in this process or a worker); a WssError becomes an error row.  ``progress`` is told
+    the fraction of the run done."""
+    from wss.model.simulate import simulate_detailed
 
     scenario = Scenario.model_validate_json(scenario_json)
     try:
-        r = simulate(scenario)
+        r = simulate_detailed(scenario, record=False, progress=progress)[0]
     except WssError as exc:
         return {"status": "error", "error": str(exc).splitlines()[0]}
     e = r.energy
@@ -100,24 +104,31 @@ def _run_size(scenario_json: str) -> dict[str, Any]:
 
 
 class _Probes:
-    """Simulations done out of those planned, told to a progress callback as a fraction.
+    """Work done out of that planned, told to a progress callback as a fraction that never runs backwards.
 
-    The table's sizes are known at the start, and with a target the bisection's probes are planned at
-    their most (log2 of the widest gap between two table sizes); when the bisection starts, its gap is
-    known and the plan shrinks to what it needs.  So the fraction never runs backwards.
+    Without a target the work is the table's simulations, one unit each.  With one, an estimate is a unit
+    and a simulation :data:`~wss.studies.size_search.SIMULATION_UNITS` (it reports its own progress in
+    between); the plan is at its most at the start and shrinks to what the search needs once its guess is
+    made.  Work beyond the plan holds the bar where it is.
     """
 
-    def __init__(self, progress: Callable[[float], None] | None, planned: int):
-        self.progress, self.planned, self.done = progress, max(planned, 1), 0
+    def __init__(self, progress: Callable[[float], None] | None, planned: float):
+        self.progress, self.planned, self.done, self.told = progress, max(planned, 1.0), 0.0, 0.0
 
-    def replan(self, remaining: int) -> None:
-        """At most ``remaining`` more simulations from now (never more than planned before)."""
-        self.planned = max(min(self.planned, self.done + remaining), 1)
+    def replan(self, remaining: float) -> None:
+        """About ``remaining`` more units from now."""
+        self.planned = max(self.done + remaining, 1.0)
 
-    def add(self, n: int = 1) -> None:
-        self.done += n
-        if self.progress is not None:
-            self.progress(min(self.done / self.planned, 1.0))
+    def add(self, units: float = 1.0) -> None:
+        self.at(self.done + units)
+
+    def at(self, done: float) -> None:
+        """``done`` units done in all."""
+        self.done = done
+        fraction = min(self.done / self.planned, 1.0)
+        if self.progress is not None and fraction >= self.told:
+            self.told = fraction
+            self.progress(fraction)
 
 
 def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None,
@@ -147,36 +158,46 @@ def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None,
     return [{"wafers": n, **row} for n, row in zip(sizes, rows) if row is not None]
 
 
-def _refine(base: Scenario, rows: list[dict[str, Any]], meets: Callable[[dict[str, Any]], bool],
-            workers: int | None, probes: _Probes | None = None) -> list[dict[str, Any]]:
-    """Bisect between the largest table size that misses the target and the smallest that meets it.
+def _search(base: Scenario, sizes: Sequence[int], meets: Callable[[dict[str, Any]], bool], workers: int | None,
+            probes: _Probes | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The table with a target: every size estimated, the counts that decide the smallest size that meets it
+    simulated or bounded (:mod:`wss.studies.size_search`); the rows (each with ``how``: simulated or
+    estimated) and the search's record for ``df.attrs["search"]``."""
+    from wss.studies.size_search import Search
 
-    The table's sizes are powers of two; the smallest cluster that meets a deadline is usually between
-    two of them.  Each probe is a simulation (about log2 of the gap of them), and every size probed
-    joins the table.  It assumes the time to train falls as wafers are added between the two, as it
-    does when only the per-wafer share of the batch changes.
-    """
-    hit = next((i for i, r in enumerate(rows) if meets(r)), None)
-    if hit is None or hit == 0 or rows[hit - 1].get("status") != "ok":
-        return rows
-    lo, hi = rows[hit - 1]["wafers"], rows[hit]["wafers"]
-    if probes is not None:
-        probes.replan(_bisection_probes(hi - lo))
-    probed = list(rows)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        (row,) = _simulate_sizes(base, [mid], workers, probes) or [{"wafers": mid, "status": "error", "error": ""}]
-        probed.append(row)
-        if meets(row):
-            hi = mid
-        else:
-            lo = mid
-    return sorted(probed, key=lambda r: r["wafers"])
+    def simulate(n: int, progress: Callable[[float], None] | None) -> dict[str, Any]:
+        try:
+            text = load_scenario(base, {"hardware.wafers": n}).model_dump_json()
+        except WssError as exc:
+            return {"wafers": n, "status": "error", "error": str(exc).splitlines()[0]}
+        return {"wafers": n, **_run_size(text, progress)}
+
+    search = Search(base, meets, simulate, probes)
+    start = time.perf_counter()
+    answer = search.smallest(sizes)
+    record = {"seconds": time.perf_counter() - start, "answer": answer,
+              "probes": [p.as_dict() for p in search.probes]}
+    rows = {n: {"wafers": n, **search.estimated[n][0], "how": "estimated"} for n in sizes}
+    rows.update({n: {**row, "how": "simulated"} for n, row in search.simulated.items()})
+    return [rows[n] for n in sorted(rows)], record
 
 
 def _bisection_probes(gap: int) -> int:
     """Simulations a bisection of a gap of ``gap`` wafers makes at most."""
     return max(0, math.ceil(math.log2(gap))) if gap > 1 else 0
+
+
+def _meets(tokens: float, days: float | None, tokens_per_s: float | None) -> Callable[[dict[str, Any]], bool]:
+    """Does a row (simulated or estimated) meet the target?  Never without one."""
+
+    def meets(row: dict[str, Any]) -> bool:
+        if row.get("status") != "ok":
+            return False
+        if days is not None:
+            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
+        return tokens_per_s is not None and row["tokens_per_s"] >= tokens_per_s
+
+    return meets
 
 
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None) -> None:
@@ -210,15 +231,18 @@ def size(
     Sizes are the powers of two up to ``max_wafers`` (default: the wafer's published cluster limit, else
     192) and ``max_wafers`` itself.  Only ``hardware.wafers`` changes: the per-step global batch stays the
     scenario's, so a size with more wafers than samples per step is an error row.  With a target (``days``
-    or ``tokens_per_s``) the sizes between the largest power of two that misses it and the smallest that
-    meets it are bisected (each probe a simulation, every probe a row), and the smallest size that meets
-    it is ``recommended``: one wafer fewer misses.  ``workers`` > 1 simulates the
-    sizes in that many processes.  ``progress`` is called with the fraction of the simulations done.
+    or ``tokens_per_s``) the smallest size that meets it is ``recommended`` (one wafer fewer misses): the
+    analytic level estimates the table's sizes and guesses the boundary, and only the counts that decide it
+    are simulated (or, for a miss, bounded by their compute); see :mod:`wss.studies.size_search`.  Then the
+    ``how`` column says which rows were simulated and which estimated, and ``df.attrs["search"]`` lists
+    every probe (how, step time, seconds).  ``workers`` > 1 simulates the table's sizes in that many
+    processes.  ``progress`` is called with the fraction of the probes done.
 
     Columns: wafers, status, step_time_s, tokens_per_s, bound_by, days, efficiency (tokens/s per wafer over
     the smallest size's), wafer_hours, energy_kWh, average_power_kW, energy_per_token_J, cost (with a
-    price), meets_target, recommended, error.  ``df.attrs`` holds ``tokens``, ``target`` (a description or
-    None), ``recommended`` (wafers or None), ``reachable`` and ``global_batch``.
+    price), meets_target, recommended, error, how.  ``df.attrs`` holds ``tokens``, ``target`` (a description
+    or None), ``recommended`` (wafers or None), ``reachable``, ``global_batch``, ``table_seconds`` (the
+    seconds the table and search took) and ``search`` (None without a target).
     """
     import pandas as pd
 
@@ -230,36 +254,39 @@ def size(
     sizes = cluster_sizes(top)
     target: str | None = f"{days:g} days" if days is not None else (
         f"{tokens_per_s:.4g} tokens/s" if tokens_per_s is not None else None)
+    meets = _meets(tokens, days, tokens_per_s)
     widest = max((b - a for a, b in zip(sizes, sizes[1:])), default=0)
-    probes = _Probes(progress, len(sizes) + (_bisection_probes(widest) if target is not None else 0))
+    # with a target: every size estimated, a bisection of estimates, then two counts decided (at most
+    # simulated), and a bisection of simulations at worst
+    planned = len(sizes) + (_bisection_probes(widest) + SIMULATION_UNITS * (2 + _bisection_probes(widest))
+                            if target is not None else 0)
+    probes = _Probes(progress, planned)
     if progress is not None:
         progress(0.0)
-    rows = _simulate_sizes(base, sizes, workers, probes)
+    started = time.perf_counter()
+    search: dict[str, Any] | None = None
+    if target is None:  # the table alone: every size simulated
+        rows = [{**row, "how": "simulated"} for row in _simulate_sizes(base, sizes, workers, probes)]
+    else:
+        rows, search = _search(base, sizes, meets, workers, probes)
+    table_s = time.perf_counter() - started
 
-    def meets(row: dict[str, Any]) -> bool:
-        if row.get("status") != "ok" or target is None:
-            return False
-        if days is not None:
-            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
-        return row["tokens_per_s"] >= tokens_per_s
-
-    rows = _refine(base, rows, meets, workers, probes)
     if progress is not None:
         progress(1.0)
     df = pd.DataFrame(rows)
     _add_columns(df, tokens, price_per_wafer_hour)
-    df["meets_target"] = [meets(r) for r in rows]
-    meeting = df.index[df["meets_target"]]
-    df["recommended"] = False
-    if len(meeting):
-        df.loc[meeting[0], "recommended"] = True
+    df["meets_target"] = [meets(r) for r in rows]  # an estimated row's by its estimate
+    answer = search["answer"] if search is not None else None
+    df["recommended"] = df["wafers"] == answer
     df.attrs.update(
         tokens=tokens,
         target=target,
-        recommended=int(df.loc[meeting[0], "wafers"]) if len(meeting) else None,
-        reachable=bool(len(meeting)) if target is not None else None,
+        recommended=answer,
+        reachable=answer is not None if target is not None else None,
         global_batch=base.training.global_batch,
         scenario=base.name,
+        table_seconds=table_s,
+        search=search,
     )
     return df
 
@@ -277,9 +304,11 @@ def format_size(df: pd.DataFrame) -> str:
     """The sizing table and its conclusion as text (the CLI prints it)."""
     a = df.attrs
     cost = "cost" in df.columns
+    by = "how" in df.columns and bool((df["how"] != "simulated").any())  # say which rows are estimates
     head = (f"{a['scenario']}: {a['tokens']:.3g} tokens, global batch {a['global_batch']} per step at every size"
             + (f"; target {a['target']}" if a["target"] else ""))
-    header = ["wafers", "step time", "tokens/s", "days", "eff.", "wafer-h", "MWh", *(["cost"] if cost else []), ""]
+    header = ["wafers", "step time", "tokens/s", "days", "eff.", "wafer-h", "MWh", *(["cost"] if cost else []),
+              *(["by"] if by else []), ""]
     rows, errors = [], []
     for _, r in df.iterrows():
         if r["status"] != "ok":
@@ -288,12 +317,41 @@ def format_size(df: pd.DataFrame) -> str:
         rows.append([str(r["wafers"]), _fmt(r["step_time_s"], ".4g") + " s", _fmt(r["tokens_per_s"], ".4g"),
                      _fmt(r["days"], ".4g"), _fmt(r["efficiency"], ".1%"), _amount(r["wafer_hours"]),
                      _amount(r["energy_kWh"] / 1e3), *([_amount(r["cost"])] if cost else []),
-                     "<- recommended" if r["recommended"] else ""])
+                     *([_BY[r["how"]]] if by else []), "<- recommended" if r["recommended"] else ""])
     from wss.views.table import text_table
 
-    lines = [head, *text_table(header, rows, [">"] * (len(header) - 1) + ["<"]), *errors]
+    align = [">"] * (len(header) - 1 - by) + ["<"] * (1 + by)
+    lines = [head, *text_table(header, rows, align), *errors, *_search_lines(df)]
     lines.append(conclusion(df))
     return "\n".join(line for line in lines if line)
+
+
+#: The ``by`` column: how a row's figures were found.
+_BY = {"simulated": "simulation", "estimated": "estimate"}
+
+
+#: How a deciding probe was decided, in words for the table.
+_HOW = {"bounded": "bounded: its compute alone", "simulated": "simulated"}
+
+
+def _search_lines(df: pd.DataFrame) -> list[str]:
+    """How the smallest size was found: how many estimates steered the search, and the counts that decided
+    it, each simulated or bounded by the analytic level, with the seconds each took (nothing without a
+    target)."""
+    from wss.views.table import text_table
+
+    search = df.attrs.get("search")
+    if search is None:
+        return []
+    estimates = [p for p in search["probes"] if p["how"] == "estimated"]
+    deciding = [p for p in search["probes"] if p["how"] != "estimated"]
+    lines = [f"searched in {search['seconds']:.1f} s: {len(estimates)} estimates "
+             f"({sum(p['seconds'] for p in estimates):.1f} s) steered it; the counts that decide:"]
+    rows = [[str(p["wafers"]), _HOW[p["how"]],
+             ("at least " if p["how"] == "bounded" else "") + _fmt(p["step_time_s"], ".4g") + " s",
+             "meets" if p["meets"] else "misses", f"{p['seconds']:.1f} s" if p["how"] == "simulated" else ""]
+            for p in deciding]
+    return lines + text_table(["wafers", "how", "step time", "target", "took"], rows, "><><>")
 
 
 def conclusion(df: pd.DataFrame) -> str:
@@ -309,8 +367,9 @@ def conclusion(df: pd.DataFrame) -> str:
     if ok.empty:
         return f"unreachable: {a['target']}: no size ran (see the errors above)"
     best = ok.sort_values("tokens_per_s", kind="stable").iloc[-1]
+    estimated = ", estimated" if best.get("how") == "estimated" else ""
     return (f"unreachable: no size up to {int(df['wafers'].max())} wafers meets {a['target']}; the best is "
-            f"{int(best['wafers'])} wafers, {best['days']:.4g} days ({best['tokens_per_s']:.4g} tokens/s)")
+            f"{int(best['wafers'])} wafers, {best['days']:.4g} days ({best['tokens_per_s']:.4g} tokens/s{estimated})")
 
 
 def size_figure(df: pd.DataFrame) -> Figure:
