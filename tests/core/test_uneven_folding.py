@@ -69,6 +69,9 @@ def _runs(overrides: tuple = tuple(UNEVEN.items())) -> tuple:
 THIRTEEN_7 = (("workload.model", "cerebras-gpt-1.3b"), ("hardware.wafers", 7), ("training.global_batch", 64),
               ("training.steps", 1))
 
+#: Cerebras-GPT 13B on 128 wafers (80 of 6 samples, 48 of 5), one micro-batch: its blocks repeat in both directions.
+THIRTEEN_128 = (("hardware.wafers", 128), ("training.steps", 1))
+
 
 def test_uneven_shards_fold_micro_batches_and_blocks() -> None:
     """Slot 6's blocks do not repeat: every one of them is simulated, and the other slots' fold (then the even
@@ -91,9 +94,17 @@ def test_blocks_fold_in_an_uneven_slot_where_they_repeat() -> None:
     assert {(f.point.micro_batch, f.point.direction) for f in fc.folding.layers.folds} == {(0, "forward"),
                                                                                             (1, "forward")}
     assert fc.events < uc.events
+    # Cerebras-GPT 13B on 128 wafers: the one (uneven) micro-batch folds its blocks both ways (96,150 -> 21,206 events).
+    _, fc, _, uc = _runs(THIRTEEN_128)
+    assert fc.plan.uneven_slots == {0} and not fc.plan.blocks_unfolded_in
+    assert fc.folding.layers is not None
+    assert {(f.point.micro_batch, f.point.direction) for f in fc.folding.layers.folds} == {(0, "forward"),
+                                                                                            (0, "backward")}
+    assert fc.events < uc.events / 4
 
 
-@pytest.mark.parametrize("overrides", [tuple(UNEVEN.items()), THIRTEEN_7], ids=["1.3b-3-wafers", "1.3b-7-wafers"])
+@pytest.mark.parametrize("overrides", [tuple(UNEVEN.items()), THIRTEEN_7, THIRTEEN_128],
+                         ids=["1.3b-3-wafers", "1.3b-7-wafers", "13b-128-wafers"])
 def test_uneven_shards_folded_give_the_answer_of_every_block_simulated(overrides: tuple) -> None:
     folded, _, full, _ = _runs(overrides)
     t = full.step_time_s
