@@ -46,33 +46,67 @@ def test_a_first_slot_apart_keeps_the_last_apart_over_several_steps() -> None:
     over = {"workload.model": "cerebras-gpt-1.3b", "hardware.wafers": 3, "training.global_batch": 26,
             "training.micro_batch": 5}  # 9, 9 and 8 samples: 5, 4 and 4, 4 (slot 0 apart)
     one = make_plan(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over), fold_layers=True)
-    assert one.micro_batches == [5, 4] and one.blocks_unfolded_in == {0}
+    assert one.micro_batches == [5, 4] and one.uneven_slots == {0} and not one.blocks_unfolded_in
     two = make_plan(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides={**over, "training.steps": 2}),
                     fold_layers=True)
-    assert two.blocks_unfolded_in == {0, 1}
+    assert two.uneven_slots == {0, 1}
 
 
 @cache
-def _runs() -> tuple:
-    s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=UNEVEN)
+def _runs(overrides: tuple = tuple(UNEVEN.items())) -> tuple:
+    """The run folded as far as its checks allow, and the one with every micro-batch and block simulated."""
+    over = dict(overrides)
+    s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over)
     every = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",
-                              overrides={**UNEVEN, "simulation.fold_micro_batches": False})
+                              overrides={**over, "simulation.fold_micro_batches": False})
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(every, record=False, fold_layers=False)
     return folded, fc, full, uc
 
 
+#: Cerebras-GPT 1.3B on 7 wafers (1 of 10 samples, 6 of 9), two micro-batches (5 and 5; 5 and 4): the backward
+#: passes' blocks do not repeat in the even slot 0, the forward passes' repeat in both, the uneven slot 1 too.
+THIRTEEN_7 = (("workload.model", "cerebras-gpt-1.3b"), ("hardware.wafers", 7), ("training.global_batch", 64),
+              ("training.steps", 1))
+
+#: Cerebras-GPT 13B on 128 wafers (80 of 6 samples, 48 of 5), one micro-batch: its blocks repeat in both directions.
+THIRTEEN_128 = (("hardware.wafers", 128), ("training.steps", 1))
+
+
 def test_uneven_shards_fold_micro_batches_and_blocks() -> None:
+    """Slot 6's blocks do not repeat: every one of them is simulated, and the other slots' fold (then the even
+    slot 7's backward passes do not repeat either: the blocks fold in the forward passes only)."""
     _, fc, _, uc = _runs()
-    assert fc.plan.blocks_unfolded_in == {6}
+    assert fc.plan.uneven_slots == {6} and fc.plan.blocks_unfolded_in == {6}
+    assert fc.plan.layer_directions == ("forward",)
     assert fc.folding.fold is not None and fc.folding.fold.copies == 2  # slots 4 and 5
     assert fc.folding.layers is not None
     assert {f.point.micro_batch for f in fc.folding.layers.folds} == {0, 1, 2, 3, 7, 8}
     assert fc.events < uc.events / 1.4
 
 
-def test_uneven_shards_folded_give_the_answer_of_every_block_simulated() -> None:
-    folded, _, full, _ = _runs()
+def test_blocks_fold_in_an_uneven_slot_where_they_repeat() -> None:
+    """The full fold is tried first: where an uneven slot's blocks repeat, they fold there too."""
+    _, fc, _, uc = _runs(THIRTEEN_7)
+    assert fc.plan.uneven_slots == {1} and not fc.plan.blocks_unfolded_in
+    assert fc.plan.layer_directions == ("forward",)
+    assert fc.folding.layers is not None
+    assert {(f.point.micro_batch, f.point.direction) for f in fc.folding.layers.folds} == {(0, "forward"),
+                                                                                            (1, "forward")}
+    assert fc.events < uc.events
+    # Cerebras-GPT 13B on 128 wafers: the one (uneven) micro-batch folds its blocks both ways (96,150 -> 21,206 events).
+    _, fc, _, uc = _runs(THIRTEEN_128)
+    assert fc.plan.uneven_slots == {0} and not fc.plan.blocks_unfolded_in
+    assert fc.folding.layers is not None
+    assert {(f.point.micro_batch, f.point.direction) for f in fc.folding.layers.folds} == {(0, "forward"),
+                                                                                            (0, "backward")}
+    assert fc.events < uc.events / 4
+
+
+@pytest.mark.parametrize("overrides", [tuple(UNEVEN.items()), THIRTEEN_7, THIRTEEN_128],
+                         ids=["1.3b-3-wafers", "1.3b-7-wafers", "13b-128-wafers"])
+def test_uneven_shards_folded_give_the_answer_of_every_block_simulated(overrides: tuple) -> None:
+    folded, _, full, _ = _runs(overrides)
     t = full.step_time_s
     assert abs(folded.step_time_s - t) <= REL * t
     assert [s.time_s for s in folded.steps] == pytest.approx([s.time_s for s in full.steps], rel=REL)

@@ -3,11 +3,15 @@
 Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
 :mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
 
-1. blocks that do not repeat in one direction (``LayerFoldMismatch``) fold in the other only, in a run of one
-   simulated step;
-2. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
-3. then steps unfold (micro-batches still fold);
-4. then nothing folds.
+1. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
+   are simulated in full in the slots where the wafers' micro-batches differ (the plan's ``uneven_slots``),
+   when the failed fold lay in one of them: there a wafer with fewer samples may drift ahead of the largest
+   for longer than the fold settles (GPT-3 175B on 9 wafers), or may not (Cerebras-GPT 1.3B on 7 wafers with
+   a batch of 64 folds its forward passes there);
+2. blocks that do not repeat in one direction fold in the other only, in a run of one simulated step;
+3. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
+4. then steps unfold (micro-batches still fold);
+5. then nothing folds.
 
 The ladder knows plans and runs, not parts: ``run`` simulates a plan and returns whatever the caller's cluster
 is, so the simulator's entry point reads plan, run, measure.
@@ -43,21 +47,45 @@ def run_folded(s: Scenario, profiles: Any, p: Plan, run: Callable[[Plan], R]) ->
 
 
 def _run_layers_folded(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
-    """Run the plan; if its blocks fold in one direction but not the other, again with that one only.
+    """Run the plan; if its blocks do not repeat in an uneven slot, again with every block of the uneven slots
+    simulated (:func:`_unfold_uneven_slots`); if they do not repeat in one direction elsewhere, again with the
+    other one only.
 
-    Only a run of one simulated step folds one direction alone: with more, a block whose backward (and
-    update) were folded away would still stream forward in the next step, waiting for an update the
-    run never simulates, and one whose forward was folded away would skip the wait the real run has.
+    A rung costs a run only where a fold fails its check: the run stops at the first failed check, and a plan
+    whose blocks fold in more slots simulates no more than one with fewer.  Only a run of one simulated step folds
+    one direction alone: with more, a block whose backward (and update) were folded away would still stream
+    forward in the next step, waiting for an update the run never simulates, and one whose forward was folded
+    away would skip the wait the real run has.
     """
     try:
         return run(p)
     except LayerFoldMismatch as exc:
+        fewer = _unfold_uneven_slots(p, exc)
+        if fewer is not None:
+            log.info("%s: blocks do not repeat (%s): simulating every block of micro-batches %s, where the wafers' "
+                     "sizes differ", s.name, exc, sorted(fewer.blocks_unfolded_in))
+            return _run_layers_folded(s, fewer, run)
         others = tuple(d for d in p.layer_directions if d != exc.direction)
         if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
             raise
         log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
                  exc.direction, exc, others[0])
         return run(replace(p, layer_directions=others))
+
+
+def _unfold_uneven_slots(p: Plan, exc: LayerFoldMismatch) -> Plan | None:
+    """The plan with every block of its uneven slots simulated, in both directions, after its blocks failed to
+    repeat in one of them (micro-batch ``exc.micro_batch``); None when they already are, or when the failed fold
+    lay in another micro-batch.
+
+    Both directions, not the failed one alone: a slot whose forward passes run every block while its backward
+    passes fold gives, with offloaded block inputs, other bytes back to the wafers than every block simulated
+    (Cerebras-GPT 13B on 17 wafers: 601.8 GB instead of 613.2 GB of ``activations->wafer``)."""
+    if not p.layer_runs or not p.uneven_slots or exc.micro_batch not in {*p.uneven_slots, None}:
+        return None
+    if p.blocks_unfolded_in == p.uneven_slots:
+        return None
+    return replace(p, blocks_unfolded_in=p.uneven_slots)
 
 
 def _run_less_folded(s: Scenario, profiles: Any, folded: Plan, run: Callable[[Plan], R], layers_failed: bool) -> R:

@@ -86,11 +86,12 @@ class FoldPoint:
 
 class LayerFoldMismatch(FoldMismatch):
     """Folded blocks do not give the real run's answer: a fold point's blocks do not repeat (``direction`` says in
-    which passes, "forward" or "backward"), or a wait reaches across copies (``direction`` "")."""
+    which passes, "forward" or "backward", and ``micro_batch`` in which micro-batch), or a wait reaches across
+    copies (``direction`` "", ``micro_batch`` None)."""
 
-    def __init__(self, message: str, direction: str):
-        super().__init__(message, direction)  # both in args: SimPy re-raises a process's exception from them
-        self.message, self.direction = message, direction
+    def __init__(self, message: str, direction: str, micro_batch: int | None = None):
+        super().__init__(message, direction, micro_batch)  # all in args: SimPy re-raises a process's exception
+        self.message, self.direction, self.micro_batch = message, direction, micro_batch
 
     def __str__(self) -> str:
         return self.message
@@ -184,9 +185,10 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
     for x, y in ((sa, sb), (sb, sc)):
         if not same_state(x.state, y.state, p_bc):
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
-                                    f"({state_differences(x.state, y.state, p_bc)})", fp.direction)
+                                    f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch)
     if not close(p_ab, p_bc):
-        raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction)
+        raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
+                                fp.micro_batch)
     deltas = {}
     for key, end in sc.counters.items():
         if key.startswith("inputs"):  # input data arrives once per micro-batch, on its own schedule
@@ -194,14 +196,15 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
         d1, d2 = sb.counters[key] - sa.counters[key], end - sb.counters[key]
         if not close(d1, d2) and max(abs(d1), abs(d2)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: {key} grew by {d1!r} in one block but {d2!r} in the next",
-                                    fp.direction)
+                                    fp.direction, fp.micro_batch)
         deltas[key] = d2
     first, second = timeline[sa.timeline_len:sb.timeline_len], timeline[sb.timeline_len:sc.timeline_len]
     c1, c2 = seconds_by_cause(first), seconds_by_cause(second)
     for cause in sorted(c1.keys() | c2.keys()):
         if abs(c1.get(cause, 0.0) - c2.get(cause, 0.0)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: the wafer spent {c1.get(cause, 0.0)!r} s on {cause} in one "
-                                    f"block but {c2.get(cause, 0.0)!r} s in the next", fp.direction)
+                                    f"block but {c2.get(cause, 0.0)!r} s in the next", fp.direction,
+                                    fp.micro_batch)
     spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
     return LayerFold(fp, sc.time, p_bc, deltas, spans)
 
@@ -232,11 +235,12 @@ def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mappi
         (ta, la), (tb, lb), (tc, lc) = marks[f.point.a], marks[f.point.b], marks[f.point.c]
         if not (close(tb - ta, f.period) and close(tc - tb, f.period)):
             raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
-                                    f"wafer's {f.period!r} s", f.point.direction)
+                                    f"wafer's {f.period!r} s", f.point.direction, f.point.micro_batch)
         first, second = seconds_by_cause(timeline[la:lb]), seconds_by_cause(timeline[lb:lc])
         for cause in sorted(first.keys() | second.keys()):
             if abs(first.get(cause, 0.0) - second.get(cause, 0.0)) > REL_TOL * max(f.period, 1e-300):
-                raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", f.point.direction)
+                raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", f.point.direction,
+                                        f.point.micro_batch)
         out.append((tc, tuple((a - tb, b - tb, cause) for a, b, cause, _ in timeline[lb:lc])))
     return out
 

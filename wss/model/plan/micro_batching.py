@@ -64,8 +64,9 @@ class MicroBatching:
         Samples per micro-batch on the busiest wafer, as even as possible (:func:`split_evenly`).
     simulated
         Indices of the micro-batches the SimPy run executes (all of them unless folded).
-    blocks_unfolded_in
-        The micro-batches whose blocks do not fold: those in which the wafers apart (unfolded) have
+    uneven
+        The micro-batches whose blocks the fallback ladder simulates in full when their fold fails its
+        check (:mod:`wss.model.folding.ladder`): those in which the wafers apart (unfolded) have
         micro-batches of different sizes (:func:`uneven_slots`), and with more than one step and the
         first of them uneven, the last too (the first's forward passes wait for the updates the last makes).
     tokens_per_sample
@@ -82,7 +83,7 @@ class MicroBatching:
     tokens_per_sample: int
     sram_bytes_needed: float
     sram_bytes_available: float
-    blocks_unfolded_in: frozenset[int] = frozenset()
+    uneven: frozenset[int] = frozenset()
 
     @property
     def token_counts(self) -> list[int]:
@@ -160,7 +161,7 @@ def plan_micro_batching(scenario: Scenario, chosen: Candidate, fold: bool) -> Mi
         checkpointing=chosen.checkpointing,
         micro_batches=sizes,
         simulated=simulated_micro_batches(sizes, fold and scenario.simulation.fold_micro_batches, splits),
-        blocks_unfolded_in=uneven,
+        uneven=uneven,
         tokens_per_sample=scenario.seq_len,
         sram_bytes_needed=chosen.sram_bytes_needed,
         sram_bytes_available=scenario.hardware.wafer.activation_sram_bytes,
@@ -217,8 +218,8 @@ def uneven_slots(splits: Sequence[Sequence[int]]) -> frozenset[int]:
     The wafers run in lock-step, so in such a slot the smaller micro-batches finish each block early and
     drift ahead of the largest until a buffer binds (a weight or an offloaded-activation intake filling up);
     that transient lasts tens of blocks (GPT-3 175B on 17 wafers: about 60 blocks of the backward passes before
-    the last wafer's activation intake is full), longer than layer folding's settling, so a slot's blocks fold
-    only where every wafer's micro-batch has the same size (:mod:`wss.model.folding.layer_fold`).
+    the last wafer's activation intake is full), often longer than layer folding's settling: when blocks folded
+    in such a slot fail their check, every block of these slots is simulated (:mod:`wss.model.folding.ladder`).
     """
     if not splits:
         return frozenset()

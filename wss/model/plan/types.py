@@ -80,8 +80,12 @@ class Plan:
     layer_runs: tuple[BlockRun, ...] = ()
     #: The passes whose blocks fold: "forward" (forward passes) and "backward" (recompute and backward).
     layer_directions: tuple[str, ...] = ("forward", "backward")
-    #: Micro-batches whose every block is simulated, folding or not: those in which the wafers apart have
-    #: micro-batches of different sizes (:func:`wss.model.plan.micro_batching.uneven_slots`).
+    #: Micro-batches in which the wafers apart have micro-batches of different sizes
+    #: (:func:`wss.model.plan.micro_batching.uneven_slots`; with more than one step and the first of them
+    #: uneven, the last too): where a block fold may fail its check while the others pass.
+    uneven_slots: frozenset[int] = frozenset()
+    #: Micro-batches whose every block is simulated, folding or not: none at first; the uneven slots once blocks
+    #: folded in them too failed their check (:mod:`wss.model.folding.ladder`).
     blocks_unfolded_in: frozenset[int] = frozenset()
 
     @property
@@ -101,7 +105,7 @@ class Plan:
 
     def dropped_in(self, direction: str, micro_batch: int | None = None) -> frozenset[int]:
         """Blocks whose ``direction`` passes ("forward" or "backward") are not simulated (in ``micro_batch``, if
-        given: none in an uneven slot)."""
+        given: none in a micro-batch of :attr:`blocks_unfolded_in`)."""
         if micro_batch in self.blocks_unfolded_in:
             return frozenset()
         return self.dropped_blocks if direction in self.layer_directions else frozenset()
