@@ -9,7 +9,7 @@ says so before a long one starts (``wss simulate`` on stderr).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wss.errors import FieldProblem, ScenarioError
@@ -78,9 +78,10 @@ def check_work(s: Scenario, p: Plan | None = None) -> None:
 class RunWork:
     """What a run will simulate, as estimated before it starts.
 
-    ``chunk_passes`` is :func:`check_work`'s count: the plan as it runs, every simulated wafer's.  With uneven
-    shards the plan already simulates every block of the micro-batches whose sizes differ between wafers
-    (those blocks drift apart and would fail their fold check), so the run does not start again.
+    ``chunk_passes`` counts the plan as it runs, every simulated wafer's.  With uneven shards, blocks may fail their
+    fold check in the micro-batches whose sizes differ between wafers (those drift apart from block to block),
+    and the run then simulates every block of those micro-batches: the count is of that run, the most it may
+    simulate (the failed attempt stops at its first failed check).
     """
 
     chunk_passes: int
@@ -101,6 +102,8 @@ def run_work(s: Scenario, p: Plan | None = None) -> RunWork:
     p = p if p is not None else folding_plan(s, None)
     folded, reason = fold_decision(s)
     wafers = 1 if folded else simulated_wafers(s)
+    if p.layer_runs and p.uneven_slots:  # the most it may simulate: every block of the uneven slots (the ladder)
+        p = replace(p, blocks_unfolded_in=p.uneven_slots)
     return RunWork(sum(chunk_passes(p, build_program(p))) * wafers, wafers, reason)
 
 
