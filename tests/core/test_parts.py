@@ -9,13 +9,14 @@ import pytest
 import simpy
 
 import wss
-from wss.model.components.part import Held, Process, state_of
+from wss.model.components.part import Carried, Held, Process, Reading, carried_of, state_of, utilisation_of
 from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.folding.run_plan import folding_plan
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_root
 from wss.model.sim.cluster import Cluster, run_cluster
+from wss.model.simulate import simulate_detailed
 from wss.model.sim.unfolded import UnfoldedCluster, run_unfolded
 
 FC = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
@@ -120,9 +121,14 @@ def test_both_clusters_build_each_simulated_wafers_parts_in_one_place(monkeypatc
 GPT13 = FC.parent / "cerebras_gpt_13b.yaml"
 
 
+#: Each of the gauge's ticks: a microsecond busy, 100 bytes moved toward the wafer.
+TICK_S, TICK_BYTES = 1e-6, 100.0
+
+
 class _Gauge:
-    """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, a counter,
-    an event a process could wait on, and what it holds at a fold point (``holding()``)."""
+    """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, counters,
+    an event a process could wait on, what it holds at a fold point (``holding()``), and what the Result reports
+    of it: its busy fraction and the bytes it moved toward each wafer that trains."""
 
     def __init__(self, env, name, holding):
         self.env, self.name, self.ticks, self.holding = env, name, 0, holding
@@ -137,10 +143,17 @@ class _Gauge:
             self.ticks += 1
 
     def counters(self) -> dict[str, float]:
-        return {self.name + ".ticks": float(self.ticks)}
+        return {self.name + ".ticks": float(self.ticks), self.name + ".busy": self.ticks * TICK_S,
+                self.name + ".bytes": self.ticks * TICK_BYTES}
 
     def waits(self) -> dict[int, str]:
         return {id(self.event): f"the event of {self.name}"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        return {self.name: at.total(self.name + ".busy") / at.seconds}
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        return {f"{self.name}->wafer": Carried(at.wafers, at.total(self.name + ".bytes"))}
 
     def state(self) -> dict[str, Held]:
         return {self.name + ".held": Held(self.holding(self.env))}
@@ -149,7 +162,8 @@ class _Gauge:
 def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     """What the recipe's edits of sim/cluster.py do, as patches: a shared part built in build_backbone, a field of
     Backbone, passed into the cluster by assemble; a part of each wafer built in build_wafer, a field of
-    WaferParts; either in its place in Cluster.parts().  Nothing in sim/unfolded.py or elsewhere."""
+    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported() and Cluster.carriers().
+    Nothing in sim/unfolded.py, result/ or elsewhere."""
     import wss.model.sim.cluster as cluster_module
 
     gauges: list[_Gauge] = []
@@ -188,7 +202,13 @@ def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
         added = [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
         return [*own[:-len(self.wafer_parts)], *added, *own[-len(self.wafer_parts):]]
 
+    def added(self):
+        return [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
+
+    reported, carriers = Cluster.reported, Cluster.carriers
     monkeypatch.setattr(Cluster, "parts", with_gauge)
+    monkeypatch.setattr(Cluster, "reported", lambda self: [*reported(self), *added(self)])
+    monkeypatch.setattr(Cluster, "carriers", lambda self: [*carriers(self), *added(self)])
     return gauges
 
 
@@ -236,6 +256,37 @@ def test_a_part_of_each_wafer_holding_more_at_each_block_refuses_the_unfolded_la
         _add_gauge(patch, "wafer", lambda env: round(env.now * 1e6))
         with pytest.raises(LayerFoldMismatch, match=r"gauge.0.held \d+ vs \d+, gauge.1.held"):
             run_unfolded(plan)
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+@pytest.mark.parametrize("fold_wafers", ["true", "false"])
+def test_a_hardware_part_added_by_the_recipe_is_reported_in_the_result(monkeypatch, kind, fold_wafers):
+    """The part's own utilisation and bytes reach the Result after every part the Result already listed, with no
+    edit to the measurement or the Result: two steps of 10 ticks each, on 3 wafers (unfolded: each simulated
+    wafer's gauge under its own name)."""
+    s = wss.load_scenario(FC, ["hardware.wafers=3", "training.steps=2", f"simulation.fold_wafers={fold_wafers}"])
+    plain = wss.simulate(s)
+    gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
+    result, _ = simulate_detailed(s, record=False)
+    names = [g.name for g in gauges]
+    assert len(set(names)) == len(names) and (len(names) == 1 or (kind, fold_wafers) == ("wafer", "false"))
+    assert list(result.utilisation) == [*plain.utilisation, *names]
+    assert list(result.link_bytes) == [*plain.link_bytes, *(f"{n}->wafer" for n in names)]
+    for name in names:
+        assert result.utilisation[name] == pytest.approx(10 * TICK_S / result.total_time_s, rel=1e-12)
+        moved = result.link_bytes[f"{name}->wafer"]
+        assert (moved.links, moved.per_link_bytes) == (3, pytest.approx(10 * TICK_BYTES / 2, rel=1e-12))
+    assert {k: result.utilisation[k] for k in plain.utilisation} == plain.utilisation
+
+
+def test_two_parts_reporting_one_key_cannot_hide_each_other():
+    a, b = _Gauge(simpy.Environment(), "gauge", lambda env: 0), _Gauge(simpy.Environment(), "gauge", lambda env: 1)
+    at = Reading(lambda counter: 1.0, 2.0, 3)
+    assert utilisation_of([a], at) == {"gauge": 0.5} and carried_of([a], at) == {"gauge->wafer": Carried(3, 1.0)}
+    with pytest.raises(ValueError, match=r"gauge repeats reported entries: \['gauge'\]"):
+        utilisation_of([a, b], at)
+    with pytest.raises(ValueError, match="gauge repeats reported entries"):
+        carried_of([a, b], at)
 
 
 def test_two_parts_of_one_name_cannot_hide_each_others_state():

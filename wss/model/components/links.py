@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import simpy
 
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Held, Process, Reading
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.simpy_internals import FastStore
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
@@ -145,6 +145,10 @@ class Link:
 
     def waits(self) -> dict[int, str]:
         return {id(self.inbox): f"the inbox of {self.name}"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it was sending (a level's view: its busiest member's)."""
+        return {self.name: at.total(self.name) / at.seconds}
 
     def state(self) -> dict[str, Held]:
         """The chunks waiting in its inbox."""

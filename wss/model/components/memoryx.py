@@ -36,7 +36,7 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Carried, Held, Process, Reading
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
@@ -78,7 +78,8 @@ class MemoryXSettings:
     Rates are those of the part being modelled: all shards together when they
     are folded into one stream.  ``latency_s`` is the hop from MemoryX to the
     SwarmX root; ``micro_batches`` is the number of micro-batches per step
-    (the last one's gradient triggers the update).
+    (the last one's gradient triggers the update); ``shards`` how many nodes
+    the one stream stands for (each with its own link to the SwarmX root).
     """
 
     network_Bps: float
@@ -88,6 +89,7 @@ class MemoryXSettings:
     micro_batches: int
     kernels: tuple[KernelStore, ...]
     name: str = "memoryx"
+    shards: int = 1
 
 
 class MemoryX:
@@ -161,6 +163,15 @@ class MemoryX:
 
     def waits(self) -> dict[int, str]:
         return {id(self.grad_inbox): "MemoryX's gradient inbox", id(self.flash_channel): "the flash channel"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it was streaming weights."""
+        return {f"{self.name}.stream": at.total(f"{self.name}.stream") / at.seconds}
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        """The weight bytes it streamed, over each shard's link to the SwarmX root."""
+        shards = self.settings.shards
+        return {f"{self.name}->swarmx": Carried(shards, at.total(f"{self.name}.bytes_out") / shards)}
 
     def state(self) -> dict[str, Held]:
         """The gradient chunks waiting to be received, the bytes staged from flash in DRAM, and the bytes left
@@ -297,6 +308,12 @@ class FlashPrefetch:
 
     def counters(self) -> dict[str, float]:
         return {}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run MemoryX's flash channel was busy (the prefetch's and the optimizer's flash
+        updates: MemoryX counts them as ``<memoryx>.flash``)."""
+        key = f"{self.memoryx.name}.flash"
+        return {key: at.total(key) / at.seconds}
 
     def state(self) -> dict[str, Held]:
         return {}  # what it staged is MemoryX's (its DRAM's staging area)
