@@ -9,15 +9,24 @@ import pytest
 import simpy
 
 import wss
-from wss.model.components.part import Carried, Held, Process, Reading, carried_of, state_of, utilisation_of
+from wss.model.components.part import (
+    Carried,
+    Held,
+    PowerDraw,
+    Process,
+    Reading,
+    carried_of,
+    state_of,
+    utilisation_of,
+)
 from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.folding.run_plan import folding_plan
 from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_root
 from wss.model.sim.cluster import Cluster, run_cluster
-from wss.model.simulate import simulate_detailed
 from wss.model.sim.unfolded import UnfoldedCluster, run_unfolded
+from wss.model.simulate import simulate_detailed
 
 FC = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
 
@@ -121,14 +130,15 @@ def test_both_clusters_build_each_simulated_wafers_parts_in_one_place(monkeypatc
 GPT13 = FC.parent / "cerebras_gpt_13b.yaml"
 
 
-#: Each of the gauge's ticks: a microsecond busy, 100 bytes moved toward the wafer.
-TICK_S, TICK_BYTES = 1e-6, 100.0
+#: Each of the gauge's ticks: a microsecond busy, 100 bytes moved toward the wafer; it is 2 units, each drawing
+#: 100 W busy and 10 W idle.
+TICK_S, TICK_BYTES, UNITS, BUSY_W, IDLE_W = 1e-6, 100.0, 2, 100.0, 10.0
 
 
 class _Gauge:
     """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, counters,
     an event a process could wait on, what it holds at a fold point (``holding()``), and what the Result reports
-    of it: its busy fraction and the bytes it moved toward each wafer that trains."""
+    of it: its busy fraction, the bytes it moved toward each wafer that trains and the power it draws."""
 
     def __init__(self, env, name, holding):
         self.env, self.name, self.ticks, self.holding = env, name, 0, holding
@@ -155,6 +165,9 @@ class _Gauge:
     def carried(self, at: Reading) -> dict[str, Carried]:
         return {f"{self.name}->wafer": Carried(at.wafers, at.total(self.name + ".bytes"))}
 
+    def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
+        return PowerDraw(self.name, UNITS, utilisation[self.name], BUSY_W, IDLE_W)
+
     def state(self) -> dict[str, Held]:
         return {self.name + ".held": Held(self.holding(self.env))}
 
@@ -162,7 +175,8 @@ class _Gauge:
 def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     """What the recipe's edits of sim/cluster.py do, as patches: a shared part built in build_backbone, a field of
     Backbone, passed into the cluster by assemble; a part of each wafer built in build_wafer, a field of
-    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported() and Cluster.carriers().
+    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported(), Cluster.carriers() and
+    Cluster.powered().
     Nothing in sim/unfolded.py, result/ or elsewhere."""
     import wss.model.sim.cluster as cluster_module
 
@@ -205,10 +219,11 @@ def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     def added(self):
         return [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
 
-    reported, carriers = Cluster.reported, Cluster.carriers
+    reported, carriers, powered = Cluster.reported, Cluster.carriers, Cluster.powered
     monkeypatch.setattr(Cluster, "parts", with_gauge)
     monkeypatch.setattr(Cluster, "reported", lambda self: [*reported(self), *added(self)])
     monkeypatch.setattr(Cluster, "carriers", lambda self: [*carriers(self), *added(self)])
+    monkeypatch.setattr(Cluster, "powered", lambda self: [*powered(self), *added(self)])
     return gauges
 
 
@@ -261,9 +276,9 @@ def test_a_part_of_each_wafer_holding_more_at_each_block_refuses_the_unfolded_la
 @pytest.mark.parametrize("kind", ["shared", "wafer"])
 @pytest.mark.parametrize("fold_wafers", ["true", "false"])
 def test_a_hardware_part_added_by_the_recipe_is_reported_in_the_result(monkeypatch, kind, fold_wafers):
-    """The part's own utilisation and bytes reach the Result after every part the Result already listed, with no
-    edit to the measurement or the Result: two steps of 10 ticks each, on 3 wafers (unfolded: each simulated
-    wafer's gauge under its own name)."""
+    """The part's own utilisation, bytes and power reach the Result after every part the Result already listed
+    (its power before the SwarmX nodes'), with no edit to the measurement, the energy or the Result: two steps of
+    10 ticks each, on 3 wafers (unfolded: each simulated wafer's gauge under its own name)."""
     s = wss.load_scenario(FC, ["hardware.wafers=3", "training.steps=2", f"simulation.fold_wafers={fold_wafers}"])
     plain = wss.simulate(s)
     gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
@@ -277,6 +292,16 @@ def test_a_hardware_part_added_by_the_recipe_is_reported_in_the_result(monkeypat
         moved = result.link_bytes[f"{name}->wafer"]
         assert (moved.links, moved.per_link_bytes) == (3, pytest.approx(10 * TICK_BYTES / 2, rel=1e-12))
     assert {k: result.utilisation[k] for k in plain.utilisation} == plain.utilisation
+    energy, before = result.energy, plain.energy
+    assert energy is not None and before is not None
+    assert list(energy.by_part_J) == ["wafer", "memoryx", *names, "swarmx"]
+    for name in names:
+        busy = result.utilisation[name]
+        assert energy.busy_fraction[name] == busy
+        assert energy.by_part_J[name] == pytest.approx(UNITS * (busy * BUSY_W + (1 - busy) * IDLE_W)
+                                                       * result.step_time_s, rel=1e-12)
+    assert energy.per_step_J == pytest.approx(sum(energy.by_part_J.values()), rel=1e-12)
+    assert {k: energy.by_part_J[k] for k in before.by_part_J} == before.by_part_J
 
 
 def test_two_parts_reporting_one_key_cannot_hide_each_other():

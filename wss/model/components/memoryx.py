@@ -36,12 +36,12 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Carried, Held, Process, Reading
+from wss.model.components.part import Carried, Held, PowerDraw, Process, Reading
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
 
-__all__ = ["FlashPrefetch", "KernelStore", "MemoryXSettings", "MemoryX"]
+__all__ = ["MEMORYX_ACTIVITIES", "FlashPrefetch", "KernelStore", "MemoryXSettings", "MemoryX", "memoryx_busy"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,17 @@ class KernelStore:
         return self.state_owner == self.index
 
 
+#: The utilisation entries whose largest is a MemoryX node's busy fraction: its stream, its optimizer, its flash
+#: channel, its network intake and its DRAM.  They overlap, so the largest is a lower bound on the time the node
+#: does anything (docs/model.md, "Energy").
+MEMORYX_ACTIVITIES = ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in", "memoryx.dram")
+
+
+def memoryx_busy(utilisation: dict[str, float]) -> float:
+    """A MemoryX node's busy fraction: the largest of its activities' (:data:`MEMORYX_ACTIVITIES`)."""
+    return max(utilisation.get(k, 0.0) for k in MEMORYX_ACTIVITIES)
+
+
 @dataclass(frozen=True)
 class MemoryXSettings:
     """What MemoryX needs: its rates, its staging area and its kernels.
@@ -79,7 +90,8 @@ class MemoryXSettings:
     are folded into one stream.  ``latency_s`` is the hop from MemoryX to the
     SwarmX root; ``micro_batches`` is the number of micro-batches per step
     (the last one's gradient triggers the update); ``shards`` how many nodes
-    the one stream stands for (each with its own link to the SwarmX root).
+    the one stream stands for (each with its own link to the SwarmX root),
+    each drawing ``power_busy_W`` while busy and ``power_idle_W`` otherwise.
     """
 
     network_Bps: float
@@ -90,6 +102,8 @@ class MemoryXSettings:
     kernels: tuple[KernelStore, ...]
     name: str = "memoryx"
     shards: int = 1
+    power_busy_W: float | None = None
+    power_idle_W: float | None = None
 
 
 class MemoryX:
@@ -167,6 +181,11 @@ class MemoryX:
     def utilisation(self, at: Reading) -> dict[str, float]:
         """The fraction of the run it was streaming weights."""
         return {f"{self.name}.stream": at.total(f"{self.name}.stream") / at.seconds}
+
+    def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
+        """Its nodes, each busy the largest fraction of its activities (:func:`memoryx_busy`)."""
+        s = self.settings
+        return PowerDraw("memoryx", s.shards, memoryx_busy(utilisation), s.power_busy_W, s.power_idle_W)
 
     def carried(self, at: Reading) -> dict[str, Carried]:
         """The weight bytes it streamed, over each shard's link to the SwarmX root."""

@@ -12,8 +12,9 @@ who talks to whom.
 
 What a Result reports of a part, the part declares too: a :class:`Reported` part its busy fractions by the
 Result's key (:meth:`~Reported.utilisation`), a :class:`Carrier` the bytes it moves by link class
-(:meth:`~Carrier.carried`), both read from its counters at the end of the run (:class:`Reading`).  The cluster
-lists them in the Result's order; the measurement only iterates over that list.
+(:meth:`~Carrier.carried`), both read from its counters at the end of the run (:class:`Reading`); a
+:class:`Powered` part what it draws (:meth:`~Powered.power_draw`: its units, its busy fraction from the Result's
+utilisation, its watts).  The cluster lists them in the Result's order; the measurement only iterates over them.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any, Literal, Protocol
 
 import simpy
 
-__all__ = ["Carried", "Carrier", "Held", "Part", "Process", "Reading", "Reported", "Tolerance", "carried_of",
-           "counters_of", "state_of", "utilisation_of", "waits_of"]
+__all__ = ["Carried", "Carrier", "Held", "Part", "PowerDraw", "Powered", "Process", "Reading", "Reported", "Tolerance",
+           "carried_of", "counters_of", "state_of", "utilisation_of", "waits_of"]
 
 #: A SimPy process body: a generator of events.
 Process = Generator[simpy.Event, Any, None]
@@ -131,6 +132,27 @@ class Carrier(Protocol):
 
     def carried(self, at: Reading) -> dict[str, Carried]:
         """The bytes it moved, by class of link (``<from>-><to>``), in the order the Result lists them."""
+        ...
+
+
+@dataclass(frozen=True)
+class PowerDraw:
+    """What a kind of part draws: ``units`` alike (MemoryX's nodes, say), each busy ``busy`` of the run, drawing
+    ``busy_W`` then and ``idle_W`` otherwise (None: ``busy_W``; ``busy_W`` None: no figure, so no energy)."""
+
+    kind: str
+    units: int
+    busy: float
+    busy_W: float | None
+    idle_W: float | None = None
+
+
+class Powered(Protocol):
+    """A part the Result's ``energy`` counts."""
+
+    def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
+        """What it draws, its busy fraction read from the Result's ``utilisation`` (its own entries, or those of
+        the parts it is made of)."""
         ...
 
 

@@ -37,6 +37,7 @@ from wss.model.components.part import (
     Carrier,
     Held,
     Part,
+    Powered,
     Reading,
     Reported,
     counters_of,
@@ -160,6 +161,12 @@ class Cluster(Generic[TreeT]):
         return [self.memoryx, self.swarmx, LinkClass("swarmx->memoryx", self.memoryx_in, shards), self.inputs,
                 *returns]
 
+    def powered(self) -> list[Powered]:
+        """The parts whose power the Result's ``energy`` counts by what they declare (:meth:`~wss.model.components.
+        part.Powered.power_draw`), in its order between the wafers' systems and the SwarmX nodes (which it counts
+        itself: each wafer at its own busy fraction, the nodes a fault cut off idle): MemoryX's nodes."""
+        return [self.memoryx]
+
     def store_use(self) -> list[StoreUse]:
         """A limited activation store's use, as a reported part (none for the default store)."""
         paths, rep = self.store_paths, self.activations
@@ -237,6 +244,8 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         micro_batches=len(plan.micro_batches),
         kernels=kernels,
         shards=hw.memoryx.shards,
+        power_busy_W=hw.memoryx.power_busy_W,
+        power_idle_W=hw.memoryx.power_idle_W,
     )
 
 
