@@ -15,6 +15,7 @@ from wss.model.components.part import (
     PowerDraw,
     Process,
     Reading,
+    Track,
     carried_of,
     state_of,
     utilisation_of,
@@ -27,6 +28,7 @@ from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_r
 from wss.model.sim.cluster import Cluster, run_cluster
 from wss.model.sim.unfolded import UnfoldedCluster, run_unfolded
 from wss.model.simulate import simulate_detailed
+from wss.views.trace import build_trace
 
 FC = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
 
@@ -137,20 +139,26 @@ TICK_S, TICK_BYTES, UNITS, BUSY_W, IDLE_W = 1e-6, 100.0, 2, 100.0, 10.0
 
 class _Gauge:
     """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, counters,
-    an event a process could wait on, what it holds at a fold point (``holding()``), and what the Result reports
-    of it: its busy fraction, the bytes it moved toward each wafer that trains and the power it draws."""
+    an event a process could wait on, what it holds at a fold point (``holding()``), what the Result reports
+    of it (its busy fraction, the bytes it moved toward each wafer that trains and the power it draws) and its
+    ticks as a trace's track (each a transfer of the program's first pass)."""
 
     def __init__(self, env, name, holding):
         self.env, self.name, self.ticks, self.holding = env, name, 0, holding
         self.event = env.event()
+        self.spans: list[tuple[float, float, int, float]] = []
 
     def processes(self) -> list[tuple[str, Process]]:
         return [(self.name, self.run())]
 
     def run(self) -> Process:
         for _ in range(10):
-            yield self.env.timeout(1e-6)
+            yield self.env.timeout(TICK_S)
             self.ticks += 1
+            self.spans.append((self.env.now - TICK_S, self.env.now, 0, TICK_BYTES))
+
+    def tracks(self) -> list[Track]:
+        return [Track(self.name, "ticks", self.spans, self.name)]
 
     def counters(self) -> dict[str, float]:
         return {self.name + ".ticks": float(self.ticks), self.name + ".busy": self.ticks * TICK_S,
@@ -175,8 +183,8 @@ class _Gauge:
 def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     """What the recipe's edits of sim/cluster.py do, as patches: a shared part built in build_backbone, a field of
     Backbone, passed into the cluster by assemble; a part of each wafer built in build_wafer, a field of
-    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported(), Cluster.carriers() and
-    Cluster.powered().
+    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported(), Cluster.carriers(),
+    Cluster.powered() and Cluster.tracks().
     Nothing in sim/unfolded.py, result/ or elsewhere."""
     import wss.model.sim.cluster as cluster_module
 
@@ -219,11 +227,12 @@ def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     def added(self):
         return [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
 
-    reported, carriers, powered = Cluster.reported, Cluster.carriers, Cluster.powered
+    reported, carriers, powered, tracks = Cluster.reported, Cluster.carriers, Cluster.powered, Cluster.tracks
     monkeypatch.setattr(Cluster, "parts", with_gauge)
     monkeypatch.setattr(Cluster, "reported", lambda self: [*reported(self), *added(self)])
     monkeypatch.setattr(Cluster, "carriers", lambda self: [*carriers(self), *added(self)])
     monkeypatch.setattr(Cluster, "powered", lambda self: [*powered(self), *added(self)])
+    monkeypatch.setattr(Cluster, "tracks", lambda self: [*tracks(self), *(t for g in added(self) for t in g.tracks())])
     return gauges
 
 
@@ -302,6 +311,31 @@ def test_a_hardware_part_added_by_the_recipe_is_reported_in_the_result(monkeypat
                                                        * result.step_time_s, rel=1e-12)
     assert energy.per_step_J == pytest.approx(sum(energy.by_part_J.values()), rel=1e-12)
     assert {k: energy.by_part_J[k] for k in before.by_part_J} == before.by_part_J
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+@pytest.mark.parametrize("fold_wafers", ["true", "false"])
+def test_a_hardware_part_added_by_the_recipe_is_drawn_in_the_trace(monkeypatch, kind, fold_wafers):
+    """The part's track is drawn, with no edit to the trace, as a process of its own after the SwarmX levels:
+    its ten ticks (merged, one pass's transfers back to back) and its busy counter; every other process as before."""
+    s = wss.load_scenario(FC, ["hardware.wafers=3", "training.steps=1", f"simulation.fold_wafers={fold_wafers}"])
+
+    def processes(doc):
+        return [e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"]
+
+    plain = processes(build_trace(*simulate_detailed(s, record=True)))
+    gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
+    doc = build_trace(*simulate_detailed(s, record=True))
+    names = [g.name for g in gauges]
+    levels = [p for p in plain if p.startswith("SwarmX level")]
+    after = plain.index(levels[-1]) + 1
+    assert processes(doc) == [*plain[:after], *names, *plain[after:]]
+    for name in names:
+        pid = next(e["pid"] for e in doc["traceEvents"] if e["name"] == "process_name" and e["args"]["name"] == name)
+        ticks = [e for e in doc["traceEvents"] if e["pid"] == pid and e["ph"] == "X"]
+        assert len(ticks) == 1 and ticks[0]["args"]["chunks"] == 10
+        assert ticks[0]["args"]["bytes"] == 10 * TICK_BYTES and ticks[0]["dur"] == pytest.approx(10 * TICK_S * 1e6)
+        assert any(e["ph"] == "C" and e["pid"] == pid and e["name"] == f"{name} busy" for e in doc["traceEvents"])
 
 
 def test_two_parts_reporting_one_key_cannot_hide_each_other():

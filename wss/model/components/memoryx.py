@@ -36,7 +36,7 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Carried, Held, PowerDraw, Process, Reading
+from wss.model.components.part import Carried, Held, PowerDraw, Process, Reading, Track
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
@@ -158,6 +158,13 @@ class MemoryX:
 
     def record(self) -> None:
         self.stream_spans, self.prefetch_spans = [], []
+
+    def tracks(self) -> list[Track]:
+        """The weight stream (with its busy counter) and, where flash staged chunks, the prefetch."""
+        if self.stream_spans is None:
+            return []
+        stream = Track("MemoryX", "weight stream", self.stream_spans, f"{self.name}.stream")
+        return [stream, Track("MemoryX", "prefetch", self.prefetch_spans)] if self.prefetch_spans else [stream]
 
     def processes(self) -> list[tuple[str, Process]]:
         """The stream and the gradient intake (the flash prefetch is :class:`FlashPrefetch`'s, started later)."""

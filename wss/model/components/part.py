@@ -14,19 +14,21 @@ What a Result reports of a part, the part declares too: a :class:`Reported` part
 Result's key (:meth:`~Reported.utilisation`), a :class:`Carrier` the bytes it moves by link class
 (:meth:`~Carrier.carried`), both read from its counters at the end of the run (:class:`Reading`); a
 :class:`Powered` part what it draws (:meth:`~Powered.power_draw`: its units, its busy fraction from the Result's
-utilisation, its watts).  The cluster lists them in the Result's order; the measurement only iterates over them.
+utilisation, its watts); a :class:`Traced` part that records its transfers the tracks a trace draws of them
+(:meth:`~Traced.tracks`).  The cluster lists them in the Result's order; the measurement and the trace only
+iterate over them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import simpy
 
 __all__ = ["Carried", "Carrier", "Held", "Part", "PowerDraw", "Powered", "Process", "Reading", "Reported", "Tolerance",
-           "carried_of", "counters_of", "state_of", "utilisation_of", "waits_of"]
+           "Track", "Traced", "carried_of", "counters_of", "state_of", "utilisation_of", "waits_of"]
 
 #: A SimPy process body: a generator of events.
 Process = Generator[simpy.Event, Any, None]
@@ -153,6 +155,28 @@ class Powered(Protocol):
     def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
         """What it draws, its busy fraction read from the Result's ``utilisation`` (its own entries, or those of
         the parts it is made of)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Track:
+    """One thread of a trace: the transfers a part recorded, ``(start, end, pass index, bytes)`` each on the
+    simulated axis, drawn as ``thread`` of the trace's ``process``.  ``counter`` names its busy-fraction counter
+    (None: it has none) and, where the part queued (``occupancy``: ``(time, chunks queued)`` samples), its mean
+    buffer occupancy counter."""
+
+    process: str
+    thread: str
+    spans: Sequence[tuple[float, float, int, float]]
+    counter: str | None = None
+    occupancy: Sequence[tuple[float, int]] = ()
+
+
+class Traced(Protocol):
+    """A part that records its transfers (only when asked to: a ``record()`` switch)."""
+
+    def tracks(self) -> list[Track]:
+        """Its threads, in the order to draw them (none while it does not record)."""
         ...
 
 

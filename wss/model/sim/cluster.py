@@ -40,6 +40,7 @@ from wss.model.components.part import (
     Powered,
     Reading,
     Reported,
+    Track,
     counters_of,
     state_of,
     waits_of,
@@ -160,6 +161,14 @@ class Cluster(Generic[TreeT]):
         returns = [LinkClass("activations->wafer", self.offload_in)] if self.offload_in is not None else []
         return [self.memoryx, self.swarmx, LinkClass("swarmx->memoryx", self.memoryx_in, shards), self.inputs,
                 *returns]
+
+    def tracks(self) -> list[Track]:
+        """What the recorded parts offer a trace (:meth:`~wss.model.components.part.Traced.tracks`), in the order to
+        draw them: MemoryX's weight stream and prefetch, its network ports toward the root (its gradient stream),
+        the tree's levels.  Empty unless the cluster recorded (:meth:`record`)."""
+        if self.memoryx.stream_spans is None:
+            return []
+        return [*self.memoryx.tracks(), self.memoryx_in.track("MemoryX", "gradient stream"), *self.swarmx.tracks()]
 
     def powered(self) -> list[Powered]:
         """The parts whose power the Result's ``energy`` counts by what they declare (:meth:`~wss.model.components.
