@@ -45,3 +45,12 @@ def test_memoryx_busy_is_the_largest_activity():
     assert memoryx_busy(u) == 0.5
     assert memoryx_busy({**u, "memoryx.dram": 0.7}) == 0.7
     assert memoryx_busy({}) == 0.0
+
+
+def test_no_memoryx_power_figure_no_energy():
+    """MemoryX's watts reach the energy through its settings (``Cluster.powered``): without them there is none."""
+    hw = ideal_hardware(memoryx={"shards": 1, "power_busy_W": BUSY_W})
+    raw = scenario_dict(dense_model(K, K), wafers=1, global_batch=1, steps=1, hardware=hw)
+    assert wss.simulate(raw).energy is not None
+    raw["hardware"]["memoryx"]["power_busy_W"] = None
+    assert wss.simulate(raw).energy is None

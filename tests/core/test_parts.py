@@ -9,7 +9,17 @@ import pytest
 import simpy
 
 import wss
-from wss.model.components.part import Held, Process, state_of
+from wss.model.components.part import (
+    Carried,
+    Held,
+    PowerDraw,
+    Process,
+    Reading,
+    Track,
+    carried_of,
+    state_of,
+    utilisation_of,
+)
 from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.folding.run_plan import folding_plan
@@ -17,6 +27,8 @@ from wss.model.scenario.hardware import HardwareConfig
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PART_KINDS, config_root
 from wss.model.sim.cluster import Cluster, run_cluster
 from wss.model.sim.unfolded import UnfoldedCluster, run_unfolded
+from wss.model.simulate import simulate_detailed
+from wss.views.trace import build_trace
 
 FC = Path(__file__).resolve().parents[2] / "scenarios" / "fc_mnist.yaml"
 
@@ -120,27 +132,49 @@ def test_both_clusters_build_each_simulated_wafers_parts_in_one_place(monkeypatc
 GPT13 = FC.parent / "cerebras_gpt_13b.yaml"
 
 
+#: Each of the gauge's ticks: a microsecond busy, 100 bytes moved toward the wafer; it is 2 units, each drawing
+#: 100 W busy and 10 W idle.
+TICK_S, TICK_BYTES, UNITS, BUSY_W, IDLE_W = 1e-6, 100.0, 2, 100.0, 10.0
+
+
 class _Gauge:
-    """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, a counter,
-    an event a process could wait on, and what it holds at a fold point (``holding()``)."""
+    """A hardware part of the test's own, added as the recipe adds one: a process ticking ten times, counters,
+    an event a process could wait on, what it holds at a fold point (``holding()``), what the Result reports
+    of it (its busy fraction, the bytes it moved toward each wafer that trains and the power it draws) and its
+    ticks as a trace's track (each a transfer of the program's first pass)."""
 
     def __init__(self, env, name, holding):
         self.env, self.name, self.ticks, self.holding = env, name, 0, holding
         self.event = env.event()
+        self.spans: list[tuple[float, float, int, float]] = []
 
     def processes(self) -> list[tuple[str, Process]]:
         return [(self.name, self.run())]
 
     def run(self) -> Process:
         for _ in range(10):
-            yield self.env.timeout(1e-6)
+            yield self.env.timeout(TICK_S)
             self.ticks += 1
+            self.spans.append((self.env.now - TICK_S, self.env.now, 0, TICK_BYTES))
+
+    def tracks(self) -> list[Track]:
+        return [Track(self.name, "ticks", self.spans, self.name)]
 
     def counters(self) -> dict[str, float]:
-        return {self.name + ".ticks": float(self.ticks)}
+        return {self.name + ".ticks": float(self.ticks), self.name + ".busy": self.ticks * TICK_S,
+                self.name + ".bytes": self.ticks * TICK_BYTES}
 
     def waits(self) -> dict[int, str]:
         return {id(self.event): f"the event of {self.name}"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        return {self.name: at.total(self.name + ".busy") / at.seconds}
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        return {f"{self.name}->wafer": Carried(at.wafers, at.total(self.name + ".bytes"))}
+
+    def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
+        return PowerDraw(self.name, UNITS, utilisation[self.name], BUSY_W, IDLE_W)
 
     def state(self) -> dict[str, Held]:
         return {self.name + ".held": Held(self.holding(self.env))}
@@ -149,7 +183,9 @@ class _Gauge:
 def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
     """What the recipe's edits of sim/cluster.py do, as patches: a shared part built in build_backbone, a field of
     Backbone, passed into the cluster by assemble; a part of each wafer built in build_wafer, a field of
-    WaferParts; either in its place in Cluster.parts().  Nothing in sim/unfolded.py or elsewhere."""
+    WaferParts; either in its place in Cluster.parts(), and last in Cluster.reported(), Cluster.carriers(),
+    Cluster.powered() and Cluster.tracks().
+    Nothing in sim/unfolded.py, result/ or elsewhere."""
     import wss.model.sim.cluster as cluster_module
 
     gauges: list[_Gauge] = []
@@ -188,7 +224,15 @@ def _add_gauge(monkeypatch, kind: str, holding) -> list[_Gauge]:
         added = [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
         return [*own[:-len(self.wafer_parts)], *added, *own[-len(self.wafer_parts):]]
 
+    def added(self):
+        return [self.gauge] if kind == "shared" else [w.gauge for w in self.wafer_parts]
+
+    reported, carriers, powered, tracks = Cluster.reported, Cluster.carriers, Cluster.powered, Cluster.tracks
     monkeypatch.setattr(Cluster, "parts", with_gauge)
+    monkeypatch.setattr(Cluster, "reported", lambda self: [*reported(self), *added(self)])
+    monkeypatch.setattr(Cluster, "carriers", lambda self: [*carriers(self), *added(self)])
+    monkeypatch.setattr(Cluster, "powered", lambda self: [*powered(self), *added(self)])
+    monkeypatch.setattr(Cluster, "tracks", lambda self: [*tracks(self), *(t for g in added(self) for t in g.tracks())])
     return gauges
 
 
@@ -236,6 +280,72 @@ def test_a_part_of_each_wafer_holding_more_at_each_block_refuses_the_unfolded_la
         _add_gauge(patch, "wafer", lambda env: round(env.now * 1e6))
         with pytest.raises(LayerFoldMismatch, match=r"gauge.0.held \d+ vs \d+, gauge.1.held"):
             run_unfolded(plan)
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+@pytest.mark.parametrize("fold_wafers", ["true", "false"])
+def test_a_hardware_part_added_by_the_recipe_is_reported_in_the_result(monkeypatch, kind, fold_wafers):
+    """The part's own utilisation, bytes and power reach the Result after every part the Result already listed
+    (its power before the SwarmX nodes'), with no edit to the measurement, the energy or the Result: two steps of
+    10 ticks each, on 3 wafers (unfolded: each simulated wafer's gauge under its own name)."""
+    s = wss.load_scenario(FC, ["hardware.wafers=3", "training.steps=2", f"simulation.fold_wafers={fold_wafers}"])
+    plain = wss.simulate(s)
+    gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
+    result, _ = simulate_detailed(s, record=False)
+    names = [g.name for g in gauges]
+    assert len(set(names)) == len(names) and (len(names) == 1 or (kind, fold_wafers) == ("wafer", "false"))
+    assert list(result.utilisation) == [*plain.utilisation, *names]
+    assert list(result.link_bytes) == [*plain.link_bytes, *(f"{n}->wafer" for n in names)]
+    for name in names:
+        assert result.utilisation[name] == pytest.approx(10 * TICK_S / result.total_time_s, rel=1e-12)
+        moved = result.link_bytes[f"{name}->wafer"]
+        assert (moved.links, moved.per_link_bytes) == (3, pytest.approx(10 * TICK_BYTES / 2, rel=1e-12))
+    assert {k: result.utilisation[k] for k in plain.utilisation} == plain.utilisation
+    energy, before = result.energy, plain.energy
+    assert energy is not None and before is not None
+    assert list(energy.by_part_J) == ["wafer", "memoryx", *names, "swarmx"]
+    for name in names:
+        busy = result.utilisation[name]
+        assert energy.busy_fraction[name] == busy
+        assert energy.by_part_J[name] == pytest.approx(UNITS * (busy * BUSY_W + (1 - busy) * IDLE_W)
+                                                       * result.step_time_s, rel=1e-12)
+    assert energy.per_step_J == pytest.approx(sum(energy.by_part_J.values()), rel=1e-12)
+    assert {k: energy.by_part_J[k] for k in before.by_part_J} == before.by_part_J
+
+
+@pytest.mark.parametrize("kind", ["shared", "wafer"])
+@pytest.mark.parametrize("fold_wafers", ["true", "false"])
+def test_a_hardware_part_added_by_the_recipe_is_drawn_in_the_trace(monkeypatch, kind, fold_wafers):
+    """The part's track is drawn, with no edit to the trace, as a process of its own after the SwarmX levels:
+    its ten ticks (merged, one pass's transfers back to back) and its busy counter; every other process as before."""
+    s = wss.load_scenario(FC, ["hardware.wafers=3", "training.steps=1", f"simulation.fold_wafers={fold_wafers}"])
+
+    def processes(doc):
+        return [e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"]
+
+    plain = processes(build_trace(*simulate_detailed(s, record=True)))
+    gauges = _add_gauge(monkeypatch, kind, lambda env: 0)
+    doc = build_trace(*simulate_detailed(s, record=True))
+    names = [g.name for g in gauges]
+    levels = [p for p in plain if p.startswith("SwarmX level")]
+    after = plain.index(levels[-1]) + 1
+    assert processes(doc) == [*plain[:after], *names, *plain[after:]]
+    for name in names:
+        pid = next(e["pid"] for e in doc["traceEvents"] if e["name"] == "process_name" and e["args"]["name"] == name)
+        ticks = [e for e in doc["traceEvents"] if e["pid"] == pid and e["ph"] == "X"]
+        assert len(ticks) == 1 and ticks[0]["args"]["chunks"] == 10
+        assert ticks[0]["args"]["bytes"] == 10 * TICK_BYTES and ticks[0]["dur"] == pytest.approx(10 * TICK_S * 1e6)
+        assert any(e["ph"] == "C" and e["pid"] == pid and e["name"] == f"{name} busy" for e in doc["traceEvents"])
+
+
+def test_two_parts_reporting_one_key_cannot_hide_each_other():
+    a, b = _Gauge(simpy.Environment(), "gauge", lambda env: 0), _Gauge(simpy.Environment(), "gauge", lambda env: 1)
+    at = Reading(lambda counter: 1.0, 2.0, 3)
+    assert utilisation_of([a], at) == {"gauge": 0.5} and carried_of([a], at) == {"gauge->wafer": Carried(3, 1.0)}
+    with pytest.raises(ValueError, match=r"gauge repeats reported entries: \['gauge'\]"):
+        utilisation_of([a, b], at)
+    with pytest.raises(ValueError, match="gauge repeats reported entries"):
+        carried_of([a, b], at)
 
 
 def test_two_parts_of_one_name_cannot_hide_each_others_state():

@@ -27,6 +27,11 @@ track one span named e.g. ``"x379 folded copies of micro-batch 3 s0"``
 count, the period and what they stand for in ``args``.  The counters run
 through those stretches at the copied block's (micro-batch's, step's) rate.
 
+The parts that record transfers offer their own tracks (``Cluster.tracks()``:
+MemoryX's streams, the SwarmX levels, any part added the same way, through
+:class:`~wss.model.components.part.Traced`); this view draws whatever they
+offer, each process's spans and then its busy and buffer counters.
+
 Without a cluster (only a saved Result), the trace is drawn from the
 Result's records: wafer passes, MemoryX updates and loss arrivals.
 """
@@ -48,7 +53,7 @@ from wss.model.result.results import Result
 from wss.views.summary import cluster_int
 
 if TYPE_CHECKING:  # only the type: a view draws a cluster it is handed, it never builds one
-    from wss.model.components.links import Link
+    from wss.model.components.part import Track
     from wss.model.sim.cluster import Cluster
 
 __all__ = ["build_trace", "write_trace", "trace_json", "wafer_process_name", "atomic_write_bytes"]
@@ -251,7 +256,8 @@ def _recorded(cluster: Cluster | None) -> Cluster | None:
 
 @dataclass
 class _SpanTracks:
-    """Draws a recorded cluster's spans: every link, MemoryX, the wafer's stalls and the input workers.
+    """Draws a recorded cluster's spans: the parts' tracks (:meth:`process`), the wafer's stalls, an unfolded run's
+    wafers and edges, and the input workers.
 
     The spans are placed on the Result's unfolded axis, and each track marks the stretches that folded
     copies fill (:meth:`folded`).
@@ -307,39 +313,20 @@ class _SpanTracks:
         b = self.placed.cumulative(_busy_until(spans), self.edges, moved)
         return np.clip(_per_bucket(b, self.edges), 0.0, 1.0)
 
-    def link_counters(self, pid: int, name: str, link: Link) -> None:
-        """A link's busy fraction and, where it queued, its mean buffer occupancy per bucket."""
-        self.tb.counter(pid, f"{name} busy", self.edges[:-1], self.busy(link.spans or []), "fraction")
-        if link.occupancy:
-            level = self.placed.cumulative(_level_integral(link.occupancy), self.edges)
-            self.tb.counter(pid, f"{name} buffer", self.edges[:-1], _per_bucket(level, self.edges), "chunks")
-
-    def memoryx(self) -> None:
-        """MemoryX: weight stream, flash prefetch, gradients in, and their counters."""
-        mx, net_in = self.cluster.memoryx, self.cluster.memoryx_in
-        pid = self.tb.process("MemoryX")
-        self.link_spans(pid, "weight stream", mx.stream_spans)
-        if mx.prefetch_spans:
-            self.link_spans(pid, "prefetch", mx.prefetch_spans)
-        self.link_spans(pid, "gradient stream", net_in.spans)
-        self.tb.counter(pid, "memoryx.stream busy", self.edges[:-1], self.busy(mx.stream_spans or []), "fraction")
-        self.link_counters(pid, net_in.name, net_in)
-
-    def swarmx(self, nodes: Sequence[int]) -> None:
-        """One process per SwarmX level (root first), ``nodes`` per level: weights down, gradients up."""
-        sx = self.cluster.swarmx
-        ups = {link.name.rsplit(".", 1)[1]: link for link in sx.up}
-        for i, down in enumerate(sx.down):
-            level = i + 1
-            n_nodes = nodes[i] if i < len(nodes) else 1
-            pid = self.tb.process(f"SwarmX level {level} ({n_nodes} node{'s' if n_nodes != 1 else ''})")
-            self.link_spans(pid, "weights down", down.spans)
-            up = ups.get(f"l{level}")
-            if up is not None:
-                self.link_spans(pid, "gradients up", up.spans)
-            self.link_counters(pid, down.name, down)
-            if up is not None:
-                self.link_counters(pid, up.name, up)
+    def process(self, name: str, tracks: Sequence[Track]) -> None:
+        """One process of the parts' tracks: each track's spans, then each track's counters (its busy fraction
+        and, where it queued, its mean buffer occupancy per bucket)."""
+        pid = self.tb.process(name)
+        for track in tracks:
+            self.link_spans(pid, track.thread, track.spans)
+        for track in tracks:
+            if track.counter is None:
+                continue
+            self.tb.counter(pid, f"{track.counter} busy", self.edges[:-1], self.busy(track.spans), "fraction")
+            if track.occupancy:
+                level = self.placed.cumulative(_level_integral(track.occupancy), self.edges)
+                self.tb.counter(pid, f"{track.counter} buffer", self.edges[:-1], _per_bucket(level, self.edges),
+                                "chunks")
 
     def wafer_stalls(self, pid: int, per_chunk: bool) -> None:
         """The wafer's waits by cause, and its compute busy fraction."""
@@ -404,12 +391,12 @@ def _joined(timeline: Sequence[tuple[float, float, str, int]]) -> list[tuple[flo
     return out
 
 
-def _swarmx_nodes(result: Result, cluster: Cluster) -> list[int]:
-    """SwarmX nodes per level, root first, as the Result recorded them (else as the cluster has them)."""
-    nodes = result.cluster.get("nodes_per_level", cluster.swarmx.nodes_per_level)
-    if not isinstance(nodes, list):
-        raise TypeError(f"Result.cluster['nodes_per_level'] is not a list: {nodes!r}")
-    return list(nodes)
+def _by_process(tracks: Sequence[Track]) -> dict[str, list[Track]]:
+    """The parts' tracks by trace process, the processes in the order they first appear."""
+    out: dict[str, list[Track]] = {}
+    for track in tracks:
+        out.setdefault(track.process, []).append(track)
+    return out
 
 
 def _optimizer_updates(tb: _Builder, result: Result) -> tuple[int, int, list[tuple[float, float]], int]:
@@ -491,14 +478,21 @@ def build_trace(
         raise ValueError(f"stalls must be 'pass' or 'chunk', got {stalls!r}")
     tb = _Builder()
     recorded = _recorded(cluster)
-    # Processes are numbered in the order they are first drawn: MemoryX, optimizer, SwarmX, wafer, inputs, user.
+    # Processes are numbered in the order they are first drawn: the parts' tracks (``Cluster.tracks()``: MemoryX,
+    # the optimizer's updates from the Result's records right after it, the SwarmX levels, any other part's), the
+    # wafer, the input workers, the user node.
     tracks = None if recorded is None else _SpanTracks(tb, recorded, _bucket_edges(result.total_time_s, buckets), merge)
+    drew_optimizer = False
     if tracks is not None:
-        tracks.memoryx()
-    optimizer = _optimizer_updates(tb, result)
-    if tracks is not None:
-        tracks.folded(*optimizer)
-        tracks.swarmx(_swarmx_nodes(result, tracks.cluster))
+        for process, group in _by_process(tracks.cluster.tracks()).items():
+            tracks.process(process, group)
+            if not drew_optimizer and process == "MemoryX":  # the optimizer coprocessor is MemoryX's
+                tracks.folded(*_optimizer_updates(tb, result))
+                drew_optimizer = True
+    if not drew_optimizer:
+        optimizer = _optimizer_updates(tb, result)
+        if tracks is not None:
+            tracks.folded(*optimizer)
     wafer = _wafer_passes(tb, result)
     if tracks is not None:
         tracks.folded(*wafer)

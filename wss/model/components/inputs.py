@@ -16,7 +16,7 @@ from typing import Any
 
 import simpy
 
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Carried, Held, Process, Reading
 
 __all__ = ["InputSettings", "InputWorkers"]
 
@@ -68,6 +68,15 @@ class InputWorkers:
 
     def counters(self) -> dict[str, float]:
         return {self.name: self.busy_s, self.name + ".bytes": self.bytes}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it was sending, under the Result's name for the representative wafer's input
+        workers (whose counters both clusters keep as ``inputs``)."""
+        return {"inputs": at.total("inputs") / at.seconds}
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        """The representative's input bytes, on the edge into each wafer that trains."""
+        return {"inputs->wafer": Carried(at.wafers, at.total("inputs.bytes"))}
 
     def waits(self) -> dict[int, str]:
         names = {id(ev): f"the input data of step {step}, micro-batch {mb}" for (step, mb), ev in self.ready.items()}

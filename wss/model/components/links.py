@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import simpy
 
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Held, Process, Reading, Track
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.simpy_internals import FastStore
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
@@ -145,6 +145,14 @@ class Link:
 
     def waits(self) -> dict[int, str]:
         return {id(self.inbox): f"the inbox of {self.name}"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it was sending (a level's view: its busiest member's)."""
+        return {self.name: at.total(self.name) / at.seconds}
+
+    def track(self, process: str, thread: str) -> Track:
+        """Its recorded chunk transfers as a trace's thread, with its busy and buffer counters under its name."""
+        return Track(process, thread, self.spans or [], self.name, self.occupancy or ())
 
     def state(self) -> dict[str, Held]:
         """The chunks waiting in its inbox."""

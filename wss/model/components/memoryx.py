@@ -36,12 +36,12 @@ import simpy
 from wss.model.components.dram import SharedDram
 from wss.model.components.links import Chunk, Inlet
 from wss.model.components.optimizer import OptimizerCoprocessor, UpdateJob
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Carried, Held, PowerDraw, Process, Reading, Track
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.machine.optimizer_costs import StateTiers
 from wss.model.program import Pass
 
-__all__ = ["FlashPrefetch", "KernelStore", "MemoryXSettings", "MemoryX"]
+__all__ = ["MEMORYX_ACTIVITIES", "FlashPrefetch", "KernelStore", "MemoryXSettings", "MemoryX", "memoryx_busy"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,17 @@ class KernelStore:
         return self.state_owner == self.index
 
 
+#: The utilisation entries whose largest is a MemoryX node's busy fraction: its stream, its optimizer, its flash
+#: channel, its network intake and its DRAM.  They overlap, so the largest is a lower bound on the time the node
+#: does anything (docs/model.md, "Energy").
+MEMORYX_ACTIVITIES = ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in", "memoryx.dram")
+
+
+def memoryx_busy(utilisation: dict[str, float]) -> float:
+    """A MemoryX node's busy fraction: the largest of its activities' (:data:`MEMORYX_ACTIVITIES`)."""
+    return max(utilisation.get(k, 0.0) for k in MEMORYX_ACTIVITIES)
+
+
 @dataclass(frozen=True)
 class MemoryXSettings:
     """What MemoryX needs: its rates, its staging area and its kernels.
@@ -78,7 +89,9 @@ class MemoryXSettings:
     Rates are those of the part being modelled: all shards together when they
     are folded into one stream.  ``latency_s`` is the hop from MemoryX to the
     SwarmX root; ``micro_batches`` is the number of micro-batches per step
-    (the last one's gradient triggers the update).
+    (the last one's gradient triggers the update); ``shards`` how many nodes
+    the one stream stands for (each with its own link to the SwarmX root),
+    each drawing ``power_busy_W`` while busy and ``power_idle_W`` otherwise.
     """
 
     network_Bps: float
@@ -88,6 +101,9 @@ class MemoryXSettings:
     micro_batches: int
     kernels: tuple[KernelStore, ...]
     name: str = "memoryx"
+    shards: int = 1
+    power_busy_W: float | None = None
+    power_idle_W: float | None = None
 
 
 class MemoryX:
@@ -143,6 +159,13 @@ class MemoryX:
     def record(self) -> None:
         self.stream_spans, self.prefetch_spans = [], []
 
+    def tracks(self) -> list[Track]:
+        """The weight stream (with its busy counter) and, where flash staged chunks, the prefetch."""
+        if self.stream_spans is None:
+            return []
+        stream = Track("MemoryX", "weight stream", self.stream_spans, f"{self.name}.stream")
+        return [stream, Track("MemoryX", "prefetch", self.prefetch_spans)] if self.prefetch_spans else [stream]
+
     def processes(self) -> list[tuple[str, Process]]:
         """The stream and the gradient intake (the flash prefetch is :class:`FlashPrefetch`'s, started later)."""
         return [(f"{self.name}.stream", self.stream()), (f"{self.name}.receive", self.receive())]
@@ -161,6 +184,20 @@ class MemoryX:
 
     def waits(self) -> dict[int, str]:
         return {id(self.grad_inbox): "MemoryX's gradient inbox", id(self.flash_channel): "the flash channel"}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it was streaming weights."""
+        return {f"{self.name}.stream": at.total(f"{self.name}.stream") / at.seconds}
+
+    def power_draw(self, utilisation: dict[str, float]) -> PowerDraw:
+        """Its nodes, each busy the largest fraction of its activities (:func:`memoryx_busy`)."""
+        s = self.settings
+        return PowerDraw("memoryx", s.shards, memoryx_busy(utilisation), s.power_busy_W, s.power_idle_W)
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        """The weight bytes it streamed, over each shard's link to the SwarmX root."""
+        shards = self.settings.shards
+        return {f"{self.name}->swarmx": Carried(shards, at.total(f"{self.name}.bytes_out") / shards)}
 
     def state(self) -> dict[str, Held]:
         """The gradient chunks waiting to be received, the bytes staged from flash in DRAM, and the bytes left
@@ -297,6 +334,12 @@ class FlashPrefetch:
 
     def counters(self) -> dict[str, float]:
         return {}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run MemoryX's flash channel was busy (the prefetch's and the optimizer's flash
+        updates: MemoryX counts them as ``<memoryx>.flash``)."""
+        key = f"{self.memoryx.name}.flash"
+        return {key: at.total(key) / at.seconds}
 
     def state(self) -> dict[str, Held]:
         return {}  # what it staged is MemoryX's (its DRAM's staging area)

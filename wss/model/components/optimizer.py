@@ -26,7 +26,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.dram import SharedDram
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Held, Process, Reading
 from wss.model.machine.optimizer_costs import JobTraffic, OptimizerCost, StateTiers, job_traffic
 
 __all__ = ["OptimizerSettings", "UpdateJob", "OptimizerCoprocessor"]
@@ -108,6 +108,10 @@ class OptimizerCoprocessor:
     def counters(self) -> dict[str, float]:
         """Busy seconds (its flash time is counted on MemoryX's flash channel)."""
         return {self.name: self.busy_s}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it spent on updates and accumulations."""
+        return {self.name: at.total(self.name) / at.seconds}
 
     def waits(self) -> dict[int, str]:
         """The job queue (the update-done events are named by the cluster, which knows the kernels' names)."""

@@ -28,7 +28,7 @@ import math
 import simpy
 
 from wss.errors import SimulatedTimeOverflow
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Held, Process, Reading
 
 __all__ = ["SharedBandwidth"]
 
@@ -64,6 +64,12 @@ class SharedBandwidth:
 
     def waits(self) -> dict[int, str]:
         return {}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of its bandwidth used over the run: bytes moved over bandwidth x time.  Shared by
+        processor sharing, it moves bytes at its full bandwidth whenever a transfer is under way, so this is also
+        the fraction of the run it was busy."""
+        return {self.name: at.total(self.name + ".bytes") / (self.bandwidth_Bps * at.seconds)}
 
     def state(self) -> dict[str, Held]:
         """The bytes left of each transfer under way."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import simpy
 
 from wss.model.components.links import Inlet, Link
-from wss.model.components.part import Held, Process, counters_of, state_of, waits_of
+from wss.model.components.part import Carried, Held, Process, Reading, Track, counters_of, state_of, waits_of
 
 __all__ = ["SwarmXSettings", "SwarmX"]
 
@@ -106,6 +106,40 @@ class SwarmX:
 
     def state(self) -> dict[str, Held]:
         return state_of(self.simulated_links())
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """Each level's links down, then up (in an unfolded tree: each level's busiest link)."""
+        return {k: v for link in (*self.down, *self.up) for k, v in link.utilisation(at).items()}
+
+    def tracks(self) -> list[Track]:
+        """One trace process per level (root first): the weights down, the gradients up (in an unfolded tree: the
+        links on the representative wafer's path)."""
+        ups = {link.name.rsplit(".", 1)[1]: link for link in self.up}
+        out: list[Track] = []
+        for i, down in enumerate(self.down):
+            level = i + 1
+            n = self.nodes_per_level[i] if i < len(self.nodes_per_level) else 1
+            process = f"SwarmX level {level} ({n} node{'s' if n != 1 else ''})"
+            out.append(down.track(process, "weights down"))
+            up = ups.get(f"l{level}")
+            if up is not None:
+                out.append(up.track(process, "gradients up"))
+        return out
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        """Each level's bytes down, then up, over every edge of that level toward the wafers that train."""
+        out: dict[str, Carried] = {}
+        for i, link in enumerate(self.down):
+            level = i + 1
+            target = "wafer" if level == self.levels else f"{self.name}.l{level + 1}"
+            out[f"{self.name}.l{level}->{target}"] = Carried(self.edges_below(level, at.wafers),
+                                                             at.total(link.name + ".bytes"))
+        for link in self.up:
+            level = int(link.name.rsplit("l", 1)[1])
+            source = "wafer" if level == self.levels else f"{self.name}.l{level + 1}"
+            out[f"{source}->{self.name}.l{level}"] = Carried(self.edges_below(level, at.wafers),
+                                                             at.total(link.name + ".bytes"))
+        return out
 
     def edges_below(self, level: int, wafers: int) -> int:
         """Number of physical edges leaving level ``level`` toward the wafers (level D: one per wafer)."""

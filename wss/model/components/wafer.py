@@ -36,7 +36,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.links import ByteStore, Chunk
-from wss.model.components.part import Held, Process
+from wss.model.components.part import Held, Process, Reading
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.program import Pass
 
@@ -166,6 +166,11 @@ class Wafer:
 
     def counters(self) -> dict[str, float]:
         return {f"{self.name}.compute": self.compute_s}
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        """The fraction of the run it computed, under the Result's name for the representative wafer (whose
+        counter both clusters keep as ``wafer.compute``)."""
+        return {"wafer.compute": at.total("wafer.compute") / at.seconds}
 
     def waits(self) -> dict[int, str]:
         names = {id(self.intake): "the wafer's intake",

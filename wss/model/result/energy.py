@@ -6,9 +6,11 @@ with ``u`` its busy fraction over the run:
 * a wafer's system: the fraction of the run it computed, each wafer its own in an unfolded run; a
   wafer cut off by a SwarmX node that is down (``faults.nodes``) computes nothing, so it draws its
   idle power: it stays powered, waiting for the tree to reach it again (docs/faults.md);
-* a MemoryX node: the largest fraction of its streaming, optimizer, flash, network intake and DRAM
-  activities.  They overlap, so the largest is a lower bound on the time the node does anything.  The
-  DRAM belongs there: the gradient intake writes each summed chunk into DRAM after the network has
+* every part the cluster lists as powered (``Cluster.powered()``: MemoryX's nodes) declares what it
+  draws (:class:`~wss.model.components.part.PowerDraw`: its units, its busy fraction, its watts).  A
+  MemoryX node is busy the largest fraction of its streaming, optimizer, flash, network intake and
+  DRAM activities.  They overlap, so the largest is a lower bound on the time the node does anything.
+  The DRAM belongs there: the gradient intake writes each summed chunk into DRAM after the network has
   delivered it, outside the other four, and the stream's, the optimizer's and the intake's DRAM
   transfers at different times add up.  The DRAM is shared by processor sharing, so it moves bytes at
   its full bandwidth whenever a transfer is in progress: ``utilisation["memoryx.dram"]``, the bytes it
@@ -21,21 +23,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
 
+from wss.model.components.memoryx import MEMORYX_ACTIVITIES, memoryx_busy
+from wss.model.components.part import PowerDraw
 from wss.model.result.results import EnergySummary
 from wss.model.scenario import Scenario
 from wss.model.scenario.faults import cut_off_wafers
 
 __all__ = ["MEMORYX_ACTIVITIES", "energy_summary", "live_nodes_per_level", "memoryx_busy"]
-
-#: The utilisation entries whose largest is a MemoryX node's busy fraction.
-MEMORYX_ACTIVITIES = ("memoryx.stream", "memoryx.optimizer", "memoryx.flash", "memoryx.net.in", "memoryx.dram")
-
-
-def memoryx_busy(utilisation: dict[str, float]) -> float:
-    """A MemoryX node's busy fraction: the largest of its activities' (:data:`MEMORYX_ACTIVITIES`)."""
-    return max(utilisation.get(k, 0.0) for k in MEMORYX_ACTIVITIES)
 
 
 def live_nodes_per_level(scenario: Scenario) -> list[int]:
@@ -48,32 +44,33 @@ def live_nodes_per_level(scenario: Scenario) -> list[int]:
 
 
 def energy_summary(scenario: Scenario, utilisation: dict[str, float], wafer_busy: Sequence[float],
-                   step_time: float, samples: float, tokens: float) -> EnergySummary | None:
+                   step_time: float, samples: float, tokens: float,
+                   draws: Sequence[PowerDraw] = ()) -> EnergySummary | None:
     """Energy from the parts' power figures and busy fractions; None if a part has no ``power_busy_W``.
 
-    ``wafer_busy`` is each wafer's fraction of the run spent computing (0 for a wafer cut off).
+    ``wafer_busy`` is each wafer's fraction of the run spent computing (0 for a wafer cut off); ``draws`` what
+    the cluster's powered parts declare (``Cluster.powered()``), counted between the wafers and the SwarmX nodes.
     """
     hw = scenario.hardware
-    parts = (hw.wafer, hw.memoryx, hw.swarmx)
-    if any(p.power_busy_W is None for p in parts):
+    if hw.wafer.power_busy_W is None or hw.swarmx.power_busy_W is None or any(d.busy_W is None for d in draws):
         return None
 
-    def draw(part: Any, busy: float) -> float:
-        idle = part.power_busy_W if part.power_idle_W is None else part.power_idle_W
+    def draw(busy_W: float, idle_W: float | None, busy: float) -> float:
+        idle = busy_W if idle_W is None else idle_W
         busy = min(max(busy, 0.0), 1.0)
-        return float(busy * part.power_busy_W + (1.0 - busy) * idle)
+        return float(busy * busy_W + (1.0 - busy) * idle)
 
+    wafer = partial(draw, hw.wafer.power_busy_W, hw.wafer.power_idle_W)
+    swarmx = partial(draw, hw.swarmx.power_busy_W, hw.swarmx.power_idle_W)
     u = utilisation
-    mx_busy = memoryx_busy(u)
     nodes = hw.swarmx.nodes_per_level(hw.wafers)
     live = live_nodes_per_level(scenario)
     levels = [max(u.get(f"swarmx.down.l{i}", 0.0), u.get(f"swarmx.up.l{i}", 0.0)) for i in range(1, len(nodes) + 1)]
-    wafer_W, wafer_u = _wafers(lambda b: draw(hw.wafer, b), wafer_busy)
+    wafer_W, wafer_u = _wafers(wafer, wafer_busy)
     power = {
         "wafer": wafer_W,
-        "memoryx": hw.memoryx.shards * draw(hw.memoryx, mx_busy),
-        "swarmx": sum(n * draw(hw.swarmx, b) + (total - n) * draw(hw.swarmx, 0.0)
-                      for total, n, b in zip(nodes, live, levels)),
+        **{d.kind: d.units * draw(d.busy_W, d.idle_W, d.busy) for d in draws if d.busy_W is not None},
+        "swarmx": sum(n * swarmx(b) + (total - n) * swarmx(0.0) for total, n, b in zip(nodes, live, levels)),
     }
     total_W = sum(power.values())
     per_step = total_W * step_time
@@ -86,7 +83,7 @@ def energy_summary(scenario: Scenario, utilisation: dict[str, float], wafer_busy
         by_part_J={k: v * step_time for k, v in power.items()},
         busy_fraction={
             "wafer": wafer_u,
-            "memoryx": mx_busy,
+            **{d.kind: d.busy for d in draws},
             "swarmx": sum(n * b for n, b in zip(live, levels)) / sx_nodes if sx_nodes else 0.0,
         },
     )

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wss.model.components.activations import ActivationStore
+from wss.model.components.part import Reading, carried_of, utilisation_of
 from wss.model.components.wafer import Wafer
 from wss.model.folding.fold import Fold
 from wss.model.folding.step_fold import COPIED_STEP, Unfolding
@@ -89,7 +89,7 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         pacing_s=pacing,
         bound_by=bound_category(pacing),
         utilisation=utilisation,
-        link_bytes=_link_bytes(cluster),
+        link_bytes=_link_bytes(cluster, windows.total_s),
         weight_crossings_per_micro_batch=_crossings(cluster),
         phase_s=_phase_seconds(records, n_steps),
         memory=_memory(plan),
@@ -98,7 +98,8 @@ def measure(cluster: Cluster, version: str, numerics: NumericsSummary | None = N
         sim_events=cluster.events,
         records=records,
         plan_choice=plan.choice,
-        energy=energy_summary(s, utilisation, _wafer_busy(cluster, windows.total_s), step_time, samples, tokens),
+        energy=energy_summary(s, utilisation, _wafer_busy(cluster, windows.total_s), step_time, samples, tokens,
+                              [part.power_draw(utilisation) for part in cluster.powered()]),
         wafer_folding=wafer_folding(s),
         wafers=_per_wafer(cluster, windows, step_time) if isinstance(cluster, UnfoldedCluster) else None,
         step_pacers=_step_pacers(cluster) if isinstance(cluster, UnfoldedCluster) else None,
@@ -266,18 +267,17 @@ def _step_records(cluster: Cluster, windows: _StepWindows, breakdowns: list[dict
     return steps
 
 
+def _reading(cluster: Cluster, total: float) -> Reading:
+    """What the reported parts read: the cluster's counters on the unfolded axis, the run's length, the wafers
+    that train."""
+    wafers = cluster.reachable if isinstance(cluster, UnfoldedCluster) else cluster.plan.scenario.hardware.wafers
+    return Reading(cluster.total, total, wafers)
+
+
 def _utilisation(cluster: Cluster, total: float) -> dict[str, float]:
-    """Busy fraction of the run of each part and each link; for MemoryX's shared DRAM, the fraction of its
-    bandwidth used (bytes moved over bandwidth x time)."""
-    utilisation = {
-        name: cluster.total(name) / total
-        for name in ("wafer.compute", "memoryx.stream", "memoryx.optimizer", "memoryx.flash", "inputs")
-    }
-    utilisation["memoryx.dram"] = cluster.total("memoryx.dram.bytes") / (cluster.memoryx.dram.bandwidth_Bps * total)
-    for link in (cluster.memoryx_in, *cluster.swarmx.down, *cluster.swarmx.up):
-        utilisation[link.name] = cluster.total(link.name) / total
-    utilisation.update(_store_utilisation(cluster, total))
-    return utilisation
+    """Busy fraction of the run of each part the cluster reports (:meth:`Cluster.reported`), by its own account:
+    for a shared bandwidth such as MemoryX's DRAM, the fraction of its bandwidth used."""
+    return utilisation_of(cluster.reported(), _reading(cluster, total))
 
 
 def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
@@ -287,25 +287,6 @@ def _wafer_busy(cluster: Cluster, total: float) -> list[float]:
         return [cluster.total("wafer.compute") / total] * cluster.plan.scenario.hardware.wafers
     totals = cluster.totals()  # once: a total per wafer would count every part once per wafer
     return [totals[f"wafer.{s}.compute"] / total if s >= 0 else 0.0 for s in cluster.stand_in]
-
-
-def _store_utilisation(cluster: Cluster, total: float) -> dict[str, float]:
-    """A limited activation store's parts: the fraction of each bandwidth used (all its traffic), and
-    ``activations.store``, the fraction of the store's bandwidth that block inputs use, both directions (a host
-    store: the representative wafer's own; MemoryX: its network, for every wafer).  None for the default store."""
-    paths, rep = cluster.store_paths, cluster.activations
-    if paths is None or rep is None or not rep.limited:
-        return {}
-
-    def moved(store: ActivationStore) -> float:
-        return cluster.total(store.name + ".bytes_stored") + cluster.total(store.name + ".bytes_returned")
-
-    if paths.net_in is None:
-        return {"activations.store": moved(rep) / (rep.writes[0].bandwidth_Bps * total)}
-    out = {bw.name: cluster.total(bw.name + ".bytes") / (bw.bandwidth_Bps * total) for bw in paths.parts()}
-    every = sum(moved(store) * store.settings.copies for store in cluster.activation_stores())
-    out["activations.store"] = every / (2 * paths.net_in.bandwidth_Bps * total)
-    return out
 
 
 def _cluster_facts(cluster: Cluster) -> dict[str, Any]:
@@ -393,32 +374,12 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
     )
 
 
-def _link_bytes(cluster: Cluster) -> dict[str, LinkBytes]:
-    plan = cluster.plan
-    hw = plan.scenario.hardware
-    steps = plan.scenario.training.steps
-    n = cluster.reachable if isinstance(cluster, UnfoldedCluster) else hw.wafers  # wafers that train
-    sx = cluster.swarmx
-    out: dict[str, LinkBytes] = {}
-
-    def add(name: str, links: int, per_link: float) -> None:
-        out[name] = LinkBytes(links=links, per_link_bytes=per_link / steps, total_bytes=per_link * links / steps)
-
-    shards = hw.memoryx.shards
-    add("memoryx->swarmx", shards, cluster.total("memoryx.bytes_out") / shards)
-    for i, link in enumerate(sx.down):
-        level = i + 1
-        target = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
-        add(f"swarmx.l{level}->{target}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
-    for link in sx.up:
-        level = int(link.name.rsplit("l", 1)[1])
-        source = "wafer" if level == sx.levels else f"swarmx.l{level + 1}"
-        add(f"{source}->swarmx.l{level}", sx.edges_below(level, n), cluster.total(link.name + ".bytes"))
-    add("swarmx->memoryx", shards, cluster.total(cluster.memoryx_in.name + ".bytes") / shards)
-    add("inputs->wafer", n, cluster.total("inputs.bytes"))
-    if cluster.offload_in is not None:  # offloaded block inputs coming back over each wafer's edge
-        add("activations->wafer", n, cluster.total(cluster.offload_in.name + ".bytes"))
-    return out
+def _link_bytes(cluster: Cluster, total: float) -> dict[str, LinkBytes]:
+    """Bytes per step on each class of link, as the parts that move them report (:meth:`Cluster.carriers`)."""
+    steps = cluster.plan.scenario.training.steps
+    return {name: LinkBytes(links=c.links, per_link_bytes=c.per_link_bytes / steps,
+                            total_bytes=c.per_link_bytes * c.links / steps)
+            for name, c in carried_of(cluster.carriers(), _reading(cluster, total)).items()}
 
 
 def _crossings(cluster: Cluster) -> float:

@@ -32,7 +32,19 @@ from wss.model.components.inputs import InputSettings, InputWorkers
 from wss.model.components.links import Link
 from wss.model.components.memoryx import FlashPrefetch, KernelStore, MemoryX, MemoryXSettings
 from wss.model.components.optimizer import OptimizerCoprocessor, OptimizerSettings
-from wss.model.components.part import Held, Part, counters_of, state_of, waits_of
+from wss.model.components.part import (
+    Carried,
+    Carrier,
+    Held,
+    Part,
+    Powered,
+    Reading,
+    Reported,
+    Track,
+    counters_of,
+    state_of,
+    waits_of,
+)
 from wss.model.components.shared_bandwidth import SharedBandwidth
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
@@ -134,6 +146,43 @@ class Cluster(Generic[TreeT]):
         """Every busy-time and byte counter, by name (what folding extrapolates)."""
         return counters_of(self.parts())
 
+    def reported(self) -> list[Reported]:
+        """The parts whose busy fractions the Result's ``utilisation`` lists, in its order (each reports its own
+        entries, :meth:`~wss.model.components.part.Reported.utilisation`): the representative wafer, MemoryX's
+        stream, its optimizer, its flash channel, the representative's input workers, MemoryX's DRAM, its network
+        ports toward the root, the tree's links, and a limited activation store's bandwidths."""
+        return [self.wafer, self.memoryx, self.optimizer, FlashPrefetch(self.memoryx), self.inputs, self.memoryx.dram,
+                self.memoryx_in, self.swarmx, *self.store_use()]
+
+    def carriers(self) -> list[Carrier]:
+        """The parts whose bytes the Result's ``link_bytes`` lists, in its order: MemoryX's stream, the tree down
+        and up, MemoryX's network ports toward the root, the input workers, the offloaded block inputs' returns."""
+        shards = self.plan.scenario.hardware.memoryx.shards
+        returns = [LinkClass("activations->wafer", self.offload_in)] if self.offload_in is not None else []
+        return [self.memoryx, self.swarmx, LinkClass("swarmx->memoryx", self.memoryx_in, shards), self.inputs,
+                *returns]
+
+    def tracks(self) -> list[Track]:
+        """What the recorded parts offer a trace (:meth:`~wss.model.components.part.Traced.tracks`), in the order to
+        draw them: MemoryX's weight stream and prefetch, its network ports toward the root (its gradient stream),
+        the tree's levels.  Empty unless the cluster recorded (:meth:`record`)."""
+        if self.memoryx.stream_spans is None:
+            return []
+        return [*self.memoryx.tracks(), self.memoryx_in.track("MemoryX", "gradient stream"), *self.swarmx.tracks()]
+
+    def powered(self) -> list[Powered]:
+        """The parts whose power the Result's ``energy`` counts by what they declare (:meth:`~wss.model.components.
+        part.Powered.power_draw`), in its order between the wafers' systems and the SwarmX nodes (which it counts
+        itself: each wafer at its own busy fraction, the nodes a fault cut off idle): MemoryX's nodes."""
+        return [self.memoryx]
+
+    def store_use(self) -> list[StoreUse]:
+        """A limited activation store's use, as a reported part (none for the default store)."""
+        paths, rep = self.store_paths, self.activations
+        if paths is None or rep is None or not rep.limited:
+            return []
+        return [StoreUse(paths, rep, self.activation_stores())]
+
     def store_parts(self) -> list[SharedBandwidth]:
         """The bandwidths of a limited activation store (none for the default store)."""
         return self.store_paths.parts() if self.store_paths is not None else []
@@ -203,6 +252,9 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         staging_bytes=plan.staging_bytes,
         micro_batches=len(plan.micro_batches),
         kernels=kernels,
+        shards=hw.memoryx.shards,
+        power_busy_W=hw.memoryx.power_busy_W,
+        power_idle_W=hw.memoryx.power_idle_W,
     )
 
 
@@ -303,6 +355,45 @@ class StorePaths:
         """Every bandwidth the stores use, for counters, state and utilisation."""
         shared = [bw for bw in (self.net_in, self.net_out) if bw is not None]
         return [*shared, *self.hosts]
+
+
+@dataclass(frozen=True)
+class StoreUse:
+    """What the Result reports of a limited activation store: the fraction of each bandwidth it crosses used (all
+    its traffic), and ``activations.store``, the fraction of the store's bandwidth that block inputs use, both
+    directions (a host store: the representative wafer's own; MemoryX: its network, for every wafer)."""
+
+    paths: StorePaths
+    rep: ActivationStore
+    stores: list[ActivationStore]
+
+    def utilisation(self, at: Reading) -> dict[str, float]:
+        def moved(store: ActivationStore) -> float:
+            return at.total(store.name + ".bytes_stored") + at.total(store.name + ".bytes_returned")
+
+        if self.paths.net_in is None:
+            return {"activations.store": moved(self.rep) / (self.rep.writes[0].bandwidth_Bps * at.seconds)}
+        out = {k: v for bw in self.paths.parts() for k, v in bw.utilisation(at).items()}
+        every = sum(moved(store) * store.settings.copies for store in self.stores)
+        out["activations.store"] = every / (2 * self.paths.net_in.bandwidth_Bps * at.seconds)
+        return out
+
+
+@dataclass(frozen=True)
+class LinkClass:
+    """A link the Result reports under the name of what it joins (a link alone does not know): ``links`` of them
+    whose bytes its counter holds all together (MemoryX's shards, folded), or else one per wafer that trains, its
+    counter holding one's."""
+
+    label: str
+    link: Link
+    links: int | None = None
+
+    def carried(self, at: Reading) -> dict[str, Carried]:
+        moved = at.total(self.link.name + ".bytes")
+        if self.links is None:
+            return {self.label: Carried(at.wafers, moved)}
+        return {self.label: Carried(self.links, moved / self.links)}
 
 
 def store_paths(env: simpy.Environment, plan: Plan, memoryx: MemoryX, memoryx_in: Link) -> StorePaths:
