@@ -39,9 +39,9 @@ class StepModel:
         self.path = Path.of(scenario)
         ways: dict[tuple[float, float, float, int], Way] = {}
         for k in self.kernels:  # kernels of equal bytes and chunks share a way: each is worked out once
-            key = (k.stream_bytes, k.read_bytes, k.grad_bytes, k.n_chunks)
-            if key not in ways:
-                ways[key] = self.path.way(k)
+            figures = (k.stream_bytes, k.read_bytes, k.grad_bytes, k.n_chunks)
+            if figures not in ways:
+                ways[figures] = self.path.way(k)
         self.ways = [ways[(k.stream_bytes, k.read_bytes, k.grad_bytes, k.n_chunks)] for k in self.kernels]
         self.stream_bytes = sum(k.stream_bytes for k in self.kernels)  # one copy of the weights, one wafer
         self.grad_bytes = sum(k.grad_bytes for k in self.kernels)  # one backward pass's gradients, one wafer

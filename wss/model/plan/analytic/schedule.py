@@ -158,8 +158,8 @@ def _pass_row(op: Op, k: int, phase: int, kernels: Sequence[KernelPlan], ways: S
     return row
 
 
-def _rows(ops: Sequence[Op], order: list[tuple[int, int]], kernel_of: dict[int, int],
-          kernels: Sequence[KernelPlan], ways: Sequence[Way], path: Path, retain_output: bool) -> list[dict[str, float]]:
+def _rows(ops: Sequence[Op], order: list[tuple[int, int]], kernel_of: dict[int, int], kernels: Sequence[KernelPlan],
+          ways: Sequence[Way], path: Path, retain_output: bool) -> list[dict[str, float]]:
     """Every pass's :func:`_pass_row`, each distinct one worked out once (a model's blocks repeat: passes of
     one phase whose kernels share a way, a tier and their bytes have equal rows but for the kernel's index)."""
     made: dict[tuple, dict[str, float]] = {}
@@ -171,7 +171,7 @@ def _rows(ops: Sequence[Op], order: list[tuple[int, int]], kernel_of: dict[int, 
         else:
             kp = kernels[k]
             key = (phase, id(ways[k]), kp.read_bytes, kp.stream_bytes, kp.grad_bytes, kp.n_chunks, kp.tier,
-                   op.is_output)
+                   kp.kernel.is_output)
         if key not in made:
             made[key] = _pass_row(op, k, phase, kernels, ways, path, retain_output)
         row = dict(made[key])
