@@ -5,7 +5,7 @@ once per plan (each kernel's way, the pass schedules with and without recompute,
 What a candidate then costs depends on what earlier candidates already built, so three figures, as medians
 over ``--repeats``:
 
-* ``build ms``: the per-plan part (the model and both schedules);
+* ``build ms``: the per-plan part (the model and its schedules: without and with recompute, and with offload);
 * ``cold evals/s``: every candidate evaluated once on a freshly built model: each new micro-batch size costs
   its cycles (the cycle model), its passes' seconds and its sweeps; this is what a search pays;
 * ``warm evals/s``: the same candidates evaluated again (every sweep already made): the step's own
@@ -42,12 +42,14 @@ CASES = {
 
 
 def built(costing: Costing) -> list[StepModel]:
-    """A fresh copy of the costing's models with their per-plan part built (nothing per candidate yet)."""
+    """A fresh copy of the costing's models with their per-plan part built (nothing per candidate yet): the
+    pass schedules without and with recompute, and with offload (block inputs coming back)."""
     again = fresh(costing)
     models = [m for m in (again.model, again.single) if m is not None]
     for m in models:
         m.schedule(False)
         m.schedule(True)
+        m.schedule(True, offload=True)
     return models
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 from core_helpers import SCENARIOS, scenario_dict
 
@@ -30,19 +29,21 @@ def _without_runs(sweeper: Sweeper) -> Sweeper:
     n = sweeper.sched.kernel.size
     plain = dataclasses.replace(sweeper.sched, segments=tuple((i, i + 1, i) for i in range(n)),
                                 runs=tuple((i, ((i, i + 1),)) for i in range(n)))
-    return Sweeper(plain, sweeper.columns, np.array(sweeper.compute), np.array(sweeper.paced))
+    return Sweeper(plain, sweeper.columns, sweeper.compute, sweeper.paced, sweeper.returns)
 
 
-@pytest.mark.parametrize("name", ["gpt3_175b", "cerebras_gpt_13b", "bert_large", "gpt3_6.7b_sparse"])
+@pytest.mark.parametrize("name", ["gpt3_175b", "cerebras_gpt_13b", "bert_large", "gpt3_6.7b_sparse",
+                                  "mixtral_8x7b_4xcs3"])
 @pytest.mark.parametrize("lead, lag", [(0.0, 0.0), (1e-3, 2e-4)])
 def test_identical_blocks_repeat_from_their_fixed_point(name, lead, lag):
     plan = make_plan(wss.load_scenario(SCENARIOS / f"{name}.yaml"))
     model = StepModel.of_plan(plan)
     recompute = plan.checkpointing != "none"
-    fast = model.sweeper(recompute, plan.tokens_per_micro_batch[0])
+    fast = model.sweeper(recompute, plan.tokens_per_micro_batch[0], plan.checkpointing == "offload")
     a, b = fast.sweep(lead, lag), _without_runs(fast).sweep(lead, lag)
     assert len(fast.sched.runs) < len(fast.sched.segments) or name == "gpt3_6.7b_sparse"  # blocks do repeat
     assert a.duration == pytest.approx(b.duration, rel=1e-12)
+    assert a.held == pytest.approx(b.held, rel=1e-12, abs=1e-15)
     assert a.lead_out == pytest.approx(b.lead_out, rel=1e-12, abs=1e-15)
     assert a.lag_out == pytest.approx(b.lag_out, rel=1e-12, abs=1e-15)
     assert a.paced == pytest.approx(b.paced, rel=1e-12, abs=1e-15)

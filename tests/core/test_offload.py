@@ -3,11 +3,15 @@ block's recompute, over the wafer's own edge (shared with the weights and gradie
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from core_helpers import SCENARIOS, ideal_hardware, scenario_dict
 
 import wss
 from wss.model.plan import make_plan, rank_candidates
+from wss.model.plan.analytic import StepModel
+from wss.model.plan.analytic.returns import WIRE, returns_matter, wire_figures
+from wss.model.plan.analytic.sweep import Sweeper, columns
 from wss.model.plan.micro_batching import activation_elements_per_token, block_input_widths
 from wss.model.workload import WaferOp
 
@@ -64,6 +68,9 @@ def test_on_a_stream_bound_edge_the_returns_cost_their_bytes_over_the_edge():
     blk = wss.simulate(_raw("blocks", hardware=hw))
     returns = off.link_bytes["activations->wafer"].per_link_bytes
     assert off.step_time_s - blk.step_time_s == pytest.approx(returns / edge, rel=0.05)
+    # The analytic level follows the returns pass by pass on the shared wire: here it is the simulation.
+    for raw, sim in ((_raw("offload", hardware=hw), off), (_raw("blocks", hardware=hw), blk)):
+        assert wss.estimate(raw).step_time_s == pytest.approx(sim.step_time_s, rel=1e-9)
 
 
 def test_the_planner_chooses_offload_where_it_crosses_fewer_weights():
@@ -82,3 +89,62 @@ def test_offload_never_deadlocks_whatever_the_buffers(buffer):
     hw = {"wafer": {"ingress_buffer_bytes": buffer}, "swarmx": {"port_buffer_bytes": buffer}}
     r = wss.simulate(_raw("offload", micro_batch=4, hardware=hw))
     assert r.step_time_s > 0 and r.memory.micro_batches == 4
+
+
+# ------------------------------------------------------------------------------------ the analytic level
+
+
+def test_the_analytic_level_brings_each_block_input_back_one_block_ahead_of_its_recompute():
+    """The store sends the first recomputed block's input as the forward pass ends and each later one when the
+    wafer takes the one before it (its intake holds one); every recompute waits for its own."""
+    plan = make_plan(wss.load_scenario(_raw("offload")))
+    model = StepModel.of_plan(plan)
+    sched = model.schedule(True, offload=True)
+    edge = model.path.edge_Bps
+    first_backward = int(np.flatnonzero(sched.phase != 0)[0])
+    takes = np.flatnonzero(sched.takes_input).tolist()
+    assert [int(plan.ops[sched.pos[i]].block) for i in takes] == list(range(BLOCKS - 1, -1, -1))
+    assert all(sched.phase[i] == 1 for i in takes)
+    starts = np.flatnonzero(sched.return_s).tolist()
+    assert starts == [first_backward, *takes[:-1]]  # the last recompute (block 0) has nothing left to fetch
+    assert sched.return_s[starts] == pytest.approx(D * 2 / edge)  # one fp16 block input per token
+    assert not model.schedule(True).return_s.any() and not model.schedule(True).takes_input.any()
+
+
+def test_while_block_inputs_come_back_the_weights_lose_the_wire_one_activation_chunk_in_turn():
+    """Per pass: an edge-bound stream (``e = s``) yields an activation chunk ``a`` after each of its chunks;
+    a stream paced upstream (``s - e >= a``) leaves a gap the chunk fits in; a pass with nothing to stream
+    takes the figures of the next that streams (wrapping round, as micro-batches repeat)."""
+    stream = np.array([4.0, 0.0, 8.0, 0.0])  # chunk times 1 and 2 (two and four chunks); two non-weight passes
+    chunks = np.array([4, 0, 4, 0])
+    edge = 100.0
+    out = wire_figures(stream, chunks, np.array([400.0, 0.0, 400.0, 0.0]), edge, 0.25)  # e = 1 in both
+    k1, k2, q, r, share = (out[c] for c in WIRE)
+    assert (k1[0], k2[0], q[0], r[0], share[0]) == pytest.approx((0.25, 1.0, 0.8, 0.2, 1.0))
+    assert (k1[2], k2[2], q[2], r[2], share[2]) == pytest.approx((0.0, 0.0, 1.0, 0.5, 0.5))
+    assert [x[1] for x in (k1, k2, q, r, share)] == pytest.approx([x[2] for x in (k1, k2, q, r, share)])
+    assert [x[3] for x in (k1, k2, q, r, share)] == pytest.approx([x[0] for x in (k1, k2, q, r, share)])
+
+
+def test_block_inputs_that_fit_in_the_streams_gaps_in_time_change_no_sweep():
+    """MemoryX's network paces the stream and the edge is fast: an activation chunk fits in the gap after each
+    weight chunk and every block input is back long before its recompute.  The offload sweeper is then the one
+    without (shared, as fast), and the recursion with the returns would give the same sweep."""
+    raw = _raw("offload", hardware=ideal_hardware(memoryx={"network_bandwidth_Bps": 1e9}))
+    plan = make_plan(wss.load_scenario(raw))
+    model = StepModel.of_plan(plan)
+    tokens = plan.tokens_per_micro_batch[0]
+    sched = model.schedule(True, offload=True)
+    plain = model.sweeper(True, tokens)
+    assert not returns_matter(sched.wire, sched.return_s * tokens, sched.takes_input, plain.compute)
+    assert model.sweeper(True, tokens, offload=True) is plain
+    forced = Sweeper(sched, columns(sched, plain.columns), plain.compute, plain.paced,
+                     (sched.return_s * tokens).tolist(), plain)
+    a, b = forced.sweep(0.0, 0.0), plain.sweep(0.0, 0.0)
+    assert (a.duration, a.lead_out, a.lag_out, a.held) == (b.duration, b.lead_out, b.lag_out, 0.0)
+    assert wss.estimate(raw).step_time_s == pytest.approx(wss.simulate(raw).step_time_s, rel=1e-9)
+    # Edge-bound (Mixtral's experts on 4 CS-3): they do matter, and the sweeper is one of its own.
+    mixtral = make_plan(wss.load_scenario(SCENARIOS / "mixtral_8x7b_4xcs3.yaml"))
+    moe = StepModel.of_plan(mixtral)
+    size = mixtral.tokens_per_micro_batch[0]
+    assert moe.sweeper(True, size, offload=True) is not moe.sweeper(True, size)

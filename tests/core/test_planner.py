@@ -188,13 +188,6 @@ def _shipped_runs() -> list[tuple[str, dict]]:
     return [(name, CROSS_CHECK[name][0]) for name in sorted(CROSS_CHECK)]
 
 
-def _agreement(name: str) -> float:
-    """3%, or the documented bound of a row the analytic level misses by more (fidelity_helpers.AGREE_EXCEPTIONS)."""
-    from fidelity_helpers import AGREE_EXCEPTIONS
-
-    return AGREE_EXCEPTIONS.get(name, 0.03)
-
-
 @pytest.mark.parametrize(("name", "overrides"), _shipped_runs(), ids=[n for n, _ in _shipped_runs()])
 def test_the_analytic_level_is_within_three_percent_of_the_simulator(name, overrides):
     """The analytic level prices the plan the planner chose within 3% of what the simulator then measures
@@ -202,7 +195,7 @@ def test_the_analytic_level_is_within_three_percent_of_the_simulator(name, overr
     and the planner's price of its choice is what ``wss estimate`` reports: one model, two views."""
     s = wss.load_scenario(SCENARIOS / f"{name}.yaml", overrides)
     analytic = rank_candidates(s)[0].step_time_s
-    assert analytic == pytest.approx(wss.simulate(s).step_time_s, rel=_agreement(name))
+    assert analytic == pytest.approx(wss.simulate(s).step_time_s, rel=0.03)
     assert analytic == pytest.approx(wss.estimate(s).step_time_s, rel=1e-12)
 
 

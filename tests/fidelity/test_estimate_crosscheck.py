@@ -1,8 +1,7 @@
 """The estimator against the simulator on every shipped scenario (docs/fidelity.md, cross-check).
 
-Each row must agree within 3% (a row in AGREE_EXCEPTIONS within its own bound, with its reason); where
-the documented difference is not ~0, the effect named in docs/fidelity.md is switched off and the two
-must then agree within 1%.
+Each row must agree within 3%; where the documented difference is not ~0, the effect named in
+docs/fidelity.md is switched off and the two must then agree within 1%.
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import pytest
 from fidelity_helpers import (
     AGREE,
-    AGREE_EXCEPTIONS,
     AGREE_WITHOUT_EFFECT,
     CROSS_CHECK,
     DEEP_BUFFERS,
@@ -44,8 +42,7 @@ def test_estimate_agrees_with_simulator(name):
     est, sim = _pair(name)
     diff = relative(est.step_time_s, sim.step_time_s)
     documented = CROSS_CHECK[name][1] / 100
-    bound = AGREE_EXCEPTIONS.get(name, AGREE)
-    assert abs(diff) <= bound, f"{name}: estimate {est.step_time_s} vs simulated {sim.step_time_s}"
+    assert abs(diff) <= AGREE, f"{name}: estimate {est.step_time_s} vs simulated {sim.step_time_s}"
     # The table in docs/fidelity.md stays true to the digit it prints.
     assert diff == pytest.approx(documented, abs=TABLE_DIGIT), f"{name}: {diff:+.3%}, docs say {documented:+.2%}"
     # Compute is the plan's cycles in both: identical.

@@ -29,9 +29,10 @@ both use; compute agrees by construction (both add the plan's cycles).
 Per pass (forward, block recompute and backward of every kernel, in every micro-batch): ``S`` the weights'
 stream over the slowest stage down, ``C`` the plan's cycles over the clock, ``U`` the gradients over the
 slowest stage up, and the pass takes ``max(C + max(0, s - lead), S - lead + C/n, lag + U - cap_up)``
-(:mod:`~wss.model.plan.analytic.sweep`).  Per step: fill, drain, the first kernel's update and the
-optimizer's queue ahead of it, the flash channel, the inputs, the runtime's fixed costs and offload
-(:mod:`~wss.model.plan.analytic.step`).  The simulator's ``step_time_s`` is the mean over
+(:mod:`~wss.model.plan.analytic.sweep`); with activation offload, the block inputs coming back share the wire
+of the wafer's edge with the stream (:mod:`~wss.model.plan.analytic.returns`).  Per step: fill, drain, the first
+kernel's update and the optimizer's queue ahead of it, the flash channel, the inputs, the runtime's fixed costs
+and offload going out (:mod:`~wss.model.plan.analytic.step`).  The simulator's ``step_time_s`` is the mean over
 ``training.steps`` steps, each holding one fill, one drain and one update of the first kernel; so is this.
 """
 

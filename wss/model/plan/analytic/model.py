@@ -14,13 +14,16 @@ from typing import Any
 import numpy as np
 
 from wss.model.kernels.cycles import kernel_cycles
+from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.optimizer_costs import OptimizerCost
 from wss.model.plan.activation_store import offload_bytes_per_token
 from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
-from wss.model.plan.analytic.schedule import Schedule, schedule
+from wss.model.plan.analytic.returns import returns_matter
+from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
 from wss.model.plan.analytic.step import StepEstimate, evaluate
 from wss.model.plan.analytic.sweep import Sweeper, columns
+from wss.model.plan.micro_batching import block_input_widths
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, WaferOp
@@ -56,9 +59,10 @@ class StepModel:
             self._op_flops[pos], self._op_backward[pos] = op.flops_per_token, op.backward_factor
         self._cycle_classes: list[int] = []  # a kernel of each class
         self._cycle_class: list[int] = []  # each kernel's class
-        self._schedules: dict[bool, Schedule] = {}
-        self._columns: dict[bool, list[list[Any]]] = {}
-        self._sweepers: dict[tuple[bool, int], Sweeper] = {}
+        self._schedules: dict[tuple[bool, bool], Schedule] = {}
+        self._columns: dict[tuple[bool, bool], list[list[Any]]] = {}
+        self._sweepers: dict[tuple[bool, bool, int], Sweeper] = {}
+        self._pass_lists: dict[tuple[bool, int], tuple[list[float], list[float]]] = {}
         # Kernels of one kind and profile (or dense shape) have the same cycles: each class is costed once.
         classes: dict[Any, int] = {}
         for kp in self.kernels:
@@ -78,11 +82,26 @@ class StepModel:
         """The model of a finished plan (its kernels carry their cycles at the plan's micro-batch sizes)."""
         return cls(plan.scenario, plan.ops, plan.kernels, plan.wafer_samples, plan.optimizer)
 
-    def schedule(self, recompute: bool) -> Schedule:
-        if recompute not in self._schedules:
-            self._schedules[recompute] = schedule(self.ops, self.kernels, self.ways, self.path, recompute,
-                                                  self.scenario.training.retain_output_layer)
-        return self._schedules[recompute]
+    def schedule(self, recompute: bool, offload: bool = False) -> Schedule:
+        """The passes of one micro-batch, with every block recomputed or not, and with its input offloaded
+        (it comes back over the wafer's edge beside the weights) or not."""
+        key = (recompute, offload)
+        if key not in self._schedules:
+            if offload:  # the same passes, with the block inputs coming back beside them
+                self._schedules[key] = offloaded(self.schedule(True), self.block_inputs(), self.path.edge_Bps)
+            else:
+                self._schedules[key] = schedule(self.ops, self.kernels, self.ways, self.path, recompute,
+                                                self.scenario.training.retain_output_layer)
+        return self._schedules[key]
+
+    def block_inputs(self) -> dict[int, float]:
+        """With activation offload: the op starting each block -> its input's bytes per token."""
+        per_token = block_input_bytes_per_token(self.scenario, block_input_widths(self.ops))
+        starts: dict[int, int] = {}
+        for pos, op in enumerate(self.ops):
+            if op.block is not None:
+                starts.setdefault(op.block, pos)
+        return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
 
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
@@ -115,14 +134,32 @@ class StepModel:
         credit = n * (self.path.hop_s + c / n) / (sched.slots_in + 1)
         return c, np.where(sched.chunks > 0, np.maximum(c, credit), c)
 
-    def sweeper(self, recompute: bool, tokens: int) -> Sweeper:
-        """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size)."""
-        key = (recompute, tokens)
+    def sweeper(self, recompute: bool, tokens: int, offload: bool = False) -> Sweeper:
+        """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size).
+
+        With offload the sweeper shares the passes' seconds, most columns and the segments no block input
+        touches with the one without (:class:`~wss.model.plan.analytic.sweep.Sweeper`)."""
+        key = (recompute, offload, tokens)
         if key not in self._sweepers:
-            if recompute not in self._columns:
-                self._columns[recompute] = columns(self.schedule(recompute))
-            self._sweepers[key] = Sweeper(self.schedule(recompute), self._columns[recompute],
-                                          *self.pass_seconds(recompute, tokens))
+            sched = self.schedule(recompute, offload)
+            if (recompute, tokens) not in self._pass_lists:
+                c, paced = self.pass_seconds(recompute, tokens)
+                self._pass_lists[(recompute, tokens)] = (c.tolist(), paced.tolist())
+            compute, paced_s = self._pass_lists[(recompute, tokens)]
+            if offload:
+                plain = self.sweeper(recompute, tokens)
+                returns = sched.return_s * tokens
+                if not returns_matter(sched.wire, returns, sched.takes_input, compute):
+                    self._sweepers[key] = plain  # the block inputs come back in the stream's gaps, in time
+                    return plain
+                if (recompute, True) not in self._columns:
+                    self._columns[(recompute, True)] = columns(sched, plain.columns)
+                self._sweepers[key] = Sweeper(sched, self._columns[(recompute, True)], compute, paced_s,
+                                              returns.tolist(), plain)
+            else:
+                if (recompute, False) not in self._columns:
+                    self._columns[(recompute, False)] = columns(sched)
+                self._sweepers[key] = Sweeper(sched, self._columns[(recompute, False)], compute, paced_s)
         return self._sweepers[key]
 
     def evaluate(self, micro_batches: Sequence[int], checkpointing: str) -> StepEstimate:

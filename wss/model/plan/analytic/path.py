@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wss.model.machine.figures import chunks_buffered
+from wss.model.machine.figures import chunks_buffered, offload_chunk_bytes
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan.types import KernelPlan
@@ -51,6 +51,12 @@ class Path:
     hop_s: float
     port_buffer_bytes: int
     ingress_buffer_bytes: int
+    offload_chunk_bytes: float  # a chunk of an offloaded block input
+
+    @property
+    def edge_Bps(self) -> float:
+        """The wafer's leaf edge (the last level down), which offloaded block inputs share with the weights."""
+        return self.down[-1][1]
 
     @classmethod
     def of(cls, scenario: Scenario) -> Path:
@@ -69,6 +75,7 @@ class Path:
             hop_s=tree.hop_latency_s,
             port_buffer_bytes=tree.port_buffer_bytes,
             ingress_buffer_bytes=hw.wafer.ingress_buffer_bytes,
+            offload_chunk_bytes=offload_chunk_bytes(scenario.simulation.chunk_bytes),
         )
 
     def way(self, kp: KernelPlan) -> Way:

@@ -11,12 +11,14 @@ blocks away from the ends) take the same time from the same lead and lag, which 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from wss.model.plan.analytic.path import Path, Way
+from wss.model.plan.analytic.returns import WIRE, returns_per_token, wire_figures, wire_source
 from wss.model.plan.types import KernelPlan
 from wss.model.workload import Op, WaferOp
 
@@ -45,6 +47,16 @@ class Schedule:
     runs: tuple[tuple[int, tuple[tuple[int, int], ...]], ...]  # consecutive segments of one class: (class, spans)
     backward_kernels: np.ndarray  # the kernel of each backward pass of a kernel, in execution order
     streamed_bytes: float  # weight bytes streamed into a wafer in one micro-batch
+    # With activation offload (:mod:`~wss.model.plan.analytic.returns`): the edge seconds per token of block
+    # input that start coming back as the pass begins, whether it waits for its block's input, and how block
+    # inputs on the wire slow its stream (the WIRE figures, in that order).
+    return_s: np.ndarray
+    takes_input: np.ndarray
+    wire: tuple[np.ndarray, ...]
+    keys: np.ndarray  # each pass's class of pass (what makes it take the time it takes), numbered
+    # With offload: the classes of segments that neither bring a block input back nor wait for one -> their
+    # class without offload (entered with no block input on the wire, they are those segments)
+    plain_classes: Mapping[int, int] = dataclasses.field(default_factory=dict)
 
 
 def pass_order(ops: Sequence[Op], recompute: bool) -> list[tuple[int, int]]:
@@ -182,7 +194,8 @@ def _rows(ops: Sequence[Op], order: list[tuple[int, int]], kernel_of: dict[int, 
 
 def schedule(ops: Sequence[Op], kernels: Sequence[KernelPlan], ways: Sequence[Way], path: Path, recompute: bool,
              retain_output: bool) -> Schedule:
-    """The passes of one micro-batch with their size-free figures (see the module docstring)."""
+    """The passes of one micro-batch with their size-free figures (see the module docstring); no block inputs
+    come back (:func:`offloaded` adds them)."""
     order = pass_order(ops, recompute)
     kernel_of: dict[int, int] = {}
     for at, op in enumerate(ops):
@@ -195,6 +208,8 @@ def schedule(ops: Sequence[Op], kernels: Sequence[KernelPlan], ways: Sequence[Wa
     lead, lag = _caps(arr, arr["slots_down"], arr["slots_up"])
     lead_next = np.roll(lead, -1)  # the lead after a pass is capped by what the next pass's buffers hold
     phases = np.array([ph for _, ph in order], dtype=np.int64)
+    wire = wire_figures(arr["stream_s"], arr["chunks"], arr["bytes"], path.edge_Bps,
+                        path.offload_chunk_bytes / path.edge_Bps)
     ids: dict[tuple, int] = {}  # each pass's key as a small number, so that segments compare cheaply
     keys = [ids.setdefault(key, len(ids)) for key in _pass_keys(ops, kernels, order, arr, lead_next, lag)]
     segments = _segments(ops, order, keys)
@@ -205,16 +220,38 @@ def schedule(ops: Sequence[Op], kernels: Sequence[KernelPlan], ways: Sequence[Wa
         slots_in=arr["slots_in"], flash_s=arr["flash_s"], flash_share=arr["flash_share"], lead_cap=lead,
         lag_cap=lag, climb_s=arr["climb_s"], up_chunk_s=arr["up_chunk_s"], segments=segments, runs=_runs(segments),
         backward_kernels=arr["kernel"][backward_kernel], streamed_bytes=float(arr["bytes"].sum()),
+        return_s=np.zeros(len(order)), takes_input=np.zeros(len(order), dtype=bool),
+        wire=tuple(wire[c] for c in WIRE), keys=np.array(keys, dtype=np.int64),
     )
+
+
+def offloaded(sched: Schedule, block_inputs: Mapping[int, float], edge_Bps: float) -> Schedule:
+    """``sched`` (with recompute) with its blocks' inputs offloaded: they come back over the wafer's edge beside
+    the weights (:mod:`~wss.model.plan.analytic.returns`).  ``block_inputs``: the op starting each offloaded
+    block -> its input's bytes per token.  The passes and the segments' cuts stay; a pass's class now also
+    follows the block inputs it brings back or waits for and its figures on the wire, which are those of the
+    pass they come from (:func:`~wss.model.plan.analytic.returns.wire_source`), a function of its class."""
+    return_s, takes = returns_per_token(sched.pos, sched.phase, block_inputs, edge_Bps)
+    base = sched.keys
+    n_keys = int(base.max()) + 1 if base.size else 1
+    keys = (base * n_keys + base[wire_source(sched.stream_s, sched.chunks)]) * 2 + takes
+    fetched = np.unique(return_s, return_inverse=True)[1].ravel()  # the few sizes of block input, numbered
+    keys = (keys * (int(fetched.max()) + 1 if fetched.size else 1) + fetched).tolist()
+    classes: dict[tuple, int] = {}
+    segments = tuple((a, b, classes.setdefault(tuple(keys[a:b]), len(classes))) for a, b, _ in sched.segments)
+    quiet = np.concatenate(([0], np.cumsum((return_s > 0) | takes)))  # passes that bring back or wait, so far
+    plain = {cls: old for (a, b, cls), (_, _, old) in zip(segments, sched.segments) if quiet[b] == quiet[a]}
+    return dataclasses.replace(sched, return_s=return_s, takes_input=takes, segments=segments, runs=_runs(segments),
+                               keys=np.array(keys, dtype=np.int64), plain_classes=plain)
 
 
 def _pass_keys(ops: Sequence[Op], kernels: Sequence[KernelPlan], order: list[tuple[int, int]],
                arr: dict[str, np.ndarray], lead_next: np.ndarray, lag: np.ndarray) -> list[tuple]:
     """What makes a pass take the time it takes from a given lead and lag, whatever the micro-batch's size:
-    its phase, what it computes (a kernel's kind and non-zero profile, an op's FLOPs), its stream and
-    gradient figures and its caps."""
+    its phase, what it computes (a kernel's kind and non-zero profile, an op's FLOPs), its stream (bytes
+    included) and gradient figures and its caps."""
     figures = np.stack([arr[c] for c in ("stream_s", "up_s", "chunks", "up_chunks", "slots_in", "flash_s",
-                                          "flash_share", "climb_s", "up_chunk_s")], axis=1)
+                                          "flash_share", "climb_s", "up_chunk_s", "bytes")], axis=1)
     rows = [tuple(r) for r in figures.tolist()]
     caps = list(zip(lead_next.tolist(), lag.tolist()))
     keys = []

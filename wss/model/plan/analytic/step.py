@@ -62,6 +62,7 @@ class _Step:
     update: float
     queue: float
     input_wait: float  # waits for the inputs of micro-batches after the first
+    held: float  # the wafer's waits for its offloaded block inputs (in the passes)
     last_micro_batch: float  # the wafer's time on the last micro-batch (its input wait included)
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
 
@@ -73,14 +74,15 @@ class _Candidate:
         self.model = model
         self.micro_batches = micro_batches
         self.recompute = checkpointing in RECOMPUTING
-        self.sched = model.schedule(self.recompute)
+        self.offload = checkpointing == "offload"
+        self.sched = model.schedule(self.recompute, self.offload)
         s = model.scenario
         self.tokens_per_sample = s.seq_len
         self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
         self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
 
     def sweeper(self, m: int) -> Sweeper:
-        return self.model.sweeper(self.recompute, self.micro_batches[m] * self.tokens_per_sample)
+        return self.model.sweeper(self.recompute, self.micro_batches[m] * self.tokens_per_sample, self.offload)
 
     def input_s(self, m: int) -> float:
         """Transfer time of one micro-batch's input to the wafer."""
@@ -155,7 +157,8 @@ class _Candidate:
         last = waits[-1] + runs[-1].duration
         paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
                  math.fsum(sw.paced[2] for sw in runs))
-        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), last, paced)
+        held = sum(sw.held for sw in runs)
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), held, last, paced)
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,8 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
     def mean(first_step: float, other: float) -> float:
         return (first_step + (n_steps - 1) * other) / n_steps
 
-    passes = mean(opening.passes, later.passes)
+    held = mean(opening.held, later.held)  # waits for block inputs: the offload term, not the passes'
+    passes = mean(opening.passes, later.passes) - held
     compute = mean(opening.compute, later.compute)
     flash_wait = mean(opening.flash_wait, later.flash_wait)
     fill = mean(run.fill_open, run.fill)
@@ -214,7 +218,7 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
     flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
     input_s = mean(run.input_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
-             "flash_excess": flash, "input": input_s}
+             "flash_excess": flash, "input": input_s, "offload": held}
     breakdown = {
         "compute": compute,
         "stream": passes - compute - flash_wait,
@@ -222,20 +226,23 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
         "optimizer": queue,
         "bubble": fill + drain + update,
         "input": input_s,
+        "offload": held,
     }
     pacing = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
     for i, c in enumerate(("compute", "stream", "flash")):
         pacing[c] = mean(opening.paced[i], later.paced[i])
-    for c in ("flash", "optimizer", "bubble", "input"):  # the terms outside the passes pace themselves
+    for c in ("flash", "optimizer", "bubble", "input", "offload"):  # the terms outside the passes pace themselves
         pacing[c] += breakdown[c] - (flash_wait if c == "flash" else 0.0)
     return terms, breakdown, pacing
 
 
 def _offload_s(cand: _Candidate, passes_s: float) -> float:
-    """With activation offload: what the block inputs add to a step, out and back over the wafer's edge.
+    """With activation offload: what the block inputs add to a step going out over the wafer's edge, and what
+    a slow store adds.
 
-    Each micro-batch's block inputs cross the leaf edge out (beside the gradients) and back (beside the
-    weights) in whatever time those have to spare; the rest adds.  A store slower than that
+    Each micro-batch's block inputs cross the leaf edge out (beside the gradients) in whatever time those have
+    to spare; the rest adds.  Coming back they share the wire with the weights pass by pass, which the sweep
+    prices (:mod:`~wss.model.plan.analytic.returns`), its waits for them included.  A store slower than that
     (``hardware.activation_store``) adds what its own closed form says, where it is the larger
     (:func:`~wss.model.plan.activation_store.store_extra_s`).
     """
@@ -243,14 +250,14 @@ def _offload_s(cand: _Candidate, passes_s: float) -> float:
     s = model.scenario
     edge = edge_Bps(s.hardware)
     per_token = model.offload_bytes_per_token
-    down, up = cand.sched.streamed_bytes, model.grad_bytes
+    down, up = cand.sched.streamed_bytes, model.grad_bytes  # weights (beside a MemoryX store's returns), gradients
     busy = passes_s / len(cand.micro_batches)
     store = store_rates(s, model.wafer_samples)
     out = 0.0
     for m, samples in enumerate(cand.micro_batches):
         tokens = samples * cand.tokens_per_sample
         act = tokens * per_token / edge
-        extra = max(0.0, act - max(0.0, busy - down / edge), act - max(0.0, busy - up / edge))
+        extra = max(0.0, act - max(0.0, busy - up / edge))
         if store is not None:
             extra = max(extra, store_extra_s(store, tokens * per_token, busy, cand.sweeper(m).backward_share, down))
         out += extra
@@ -269,7 +276,10 @@ def evaluate(model: StepModel, micro_batches: tuple[int, ...], checkpointing: st
                                                                                            recomputed))
     offload = _offload_s(cand, terms["passes"]) if checkpointing == "offload" else 0.0
     for part in (terms, breakdown, pacing):
-        part["switch"], part["runtime"], part["offload"] = switch, runtime, offload
+        part["switch"], part["runtime"] = switch, runtime
+        part["offload"] += offload
+    terms = {k: terms[k] for k in TERMS}
+    breakdown, pacing = ({k: part[k] for k in BREAKDOWN_CATEGORIES} for part in (breakdown, pacing))
     step = sum(terms.values())
     passes_paced = tuple((a + (n_steps - 1) * b) / n_steps for a, b in zip(run.opening.paced, run.later.paced))
     total_bytes = model.stream_bytes

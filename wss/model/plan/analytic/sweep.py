@@ -4,15 +4,19 @@ A pass of ``n`` chunks of stream time ``s = S/n`` takes ``max(C + max(0, s - lea
 lag + U - cap_up)``: the wafer needs the first chunk before it starts and the last one before it ends, and it
 cannot hand gradients to a full way up.  ``lead`` is the stream work already done for this pass while the
 wafer was busy with earlier ones, ``lag`` the gradient work still queued on the way up; both carry from pass
-to pass and are capped by what the buffers hold (:mod:`~wss.model.plan.analytic.schedule`).
+to pass and are capped by what the buffers hold (:mod:`~wss.model.plan.analytic.schedule`).  With activation
+offload a third figure carries too, the block inputs still coming back over the wire the stream crosses, and
+while there are any a pass follows :func:`_returning` (:mod:`~wss.model.plan.analytic.returns`).
 
 The recursion runs segment by segment (a block in one direction).  A segment of a class already swept from
-the same lead and lag (to a part in 10^12 of its time) takes the same time again: in a run of identical
-blocks the lead and lag settle after a block or two, and the rest of the run costs a look-up each.
+the same lead, lag and block inputs coming back (to a part in 10^12 of its time) takes the same time again:
+in a run of identical blocks they settle after a block or two, and the rest of the run costs a look-up each.
+With offload, a segment no block input touches is the same segment without offload, swept once for both.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +28,19 @@ from wss.model.plan.pacing import PACING_TOLERANCE
 __all__ = ["Sweep", "Sweeper", "columns"]
 
 
-def columns(sched: Schedule) -> list[list[Any]]:
-    """The schedule's per-pass figures the recursion reads, as Python lists (faster to index than arrays)."""
-    return [sched.stream_s.tolist(), sched.chunks.tolist(), sched.up_s.tolist(), sched.up_chunks.tolist(),
-            sched.lag_cap.tolist(), np.roll(sched.lead_cap, -1).tolist(), sched.flash_s.tolist(),
-            sched.flash_share.tolist(), sched.climb_s.tolist(), sched.up_chunk_s.tolist(),
-            ((sched.phase == 2) & (sched.kernel >= 0)).tolist()]
+def columns(sched: Schedule, plain: list[list[Any]] | None = None) -> list[list[Any]]:
+    """The schedule's per-pass figures the recursion reads, as Python lists (faster to index than arrays).
+
+    ``plain``: the columns of the same passes without offload, whose lists are shared.  Without offload the
+    recursion never reads the last two (which passes wait for a block input, the wire's figures): empty."""
+    if plain is None:
+        plain = [sched.stream_s.tolist(), sched.chunks.tolist(), sched.up_s.tolist(), sched.up_chunks.tolist(),
+                 sched.lag_cap.tolist(), np.roll(sched.lead_cap, -1).tolist(), sched.flash_s.tolist(),
+                 sched.flash_share.tolist(), sched.climb_s.tolist(), sched.up_chunk_s.tolist(),
+                 ((sched.phase == 2) & (sched.kernel >= 0)).tolist(), [], []]
+    if not sched.takes_input.any():
+        return plain
+    return [*plain[:-2], sched.takes_input.tolist(), [w.tolist() for w in sched.wire]]
 
 
 @dataclass(frozen=True)
@@ -44,25 +55,38 @@ class Sweep:
     lag_out: float
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream and flash (pass_pacing)
     arrivals: np.ndarray  # when each backward kernel pass's gradient reaches MemoryX, from the start
+    held: float = 0.0  # the wafer's waits for its offloaded block inputs (the offload category)
+    returning_out: float = 0.0  # edge seconds of block inputs still to come back (within a micro-batch only)
 
 
 class Sweeper:
     """The sweeps of one micro-batch size: the pass figures at that size, and the segments swept so far."""
 
-    def __init__(self, sched: Schedule, columns: list[list[Any]], compute_s: np.ndarray, paced_s: np.ndarray):
+    def __init__(self, sched: Schedule, columns: list[list[Any]], compute_s: list[float], paced_s: list[float],
+                 returns_s: list[float] | None = None, plain: Sweeper | None = None):
+        """``returns_s``, with offload: see :attr:`returns`; ``plain``: the sweeper of the same passes without
+        offload, which sweeps the segments no block input touches (``sched.plain_classes``) for both."""
         self.sched = sched
-        self.compute = compute_s.tolist()
-        self.paced = paced_s.tolist()
+        self.plain = plain
+        self.compute = compute_s
+        self.paced = paced_s
+        # With activation offload, the edge seconds of block input that start coming back as each pass begins.
+        self.returns = returns_s if returns_s is not None else [0.0] * len(compute_s)
         self.columns = columns  # the schedule's figures as Python lists (see columns())
         self.first_cap = float(sched.lead_cap[0]) if sched.lead_cap.size else 0.0
-        # Each pass at the slower of its stream, its compute and its gradients: the backward sweep's share of the
-        # micro-batch (recomputes included), when the returning block inputs have to cross the activation store.
-        time = np.maximum(np.maximum(sched.stream_s, paced_s), sched.up_s)
-        total = float(time.sum())
-        self.backward_share = float(time[sched.phase != 0].sum()) / total if total > 0 else 0.5
-        self._segments: dict[tuple[int, float, float], Sweep] = {}
-        self._last: dict[int, tuple[float, float, float]] = {}  # class -> the lead and lag it was last swept from
+        self._segments: dict[tuple[int, float, float, float], Sweep] = {}
+        # class -> the lead, lag and block inputs on the wire it was last swept from, and its scale
+        self._last: dict[int, tuple[float, float, float, float]] = {}
         self._sweeps: dict[tuple[float, float], Sweep] = {}
+
+    @functools.cached_property
+    def backward_share(self) -> float:
+        """Each pass at the slower of its stream, its compute and its gradients: the backward sweep's share of the
+        micro-batch (recomputes included), when the returning block inputs have to cross the activation store."""
+        sched = self.sched
+        time = np.maximum(np.maximum(sched.stream_s, np.array(self.paced)), sched.up_s)
+        total = float(time.sum())
+        return float(time[sched.phase != 0].sum()) / total if total > 0 else 0.5
 
     def sweep(self, lead: float, lag: float) -> Sweep:
         """The micro-batch from ``lead`` and ``lag`` (computed once per pair)."""
@@ -72,68 +96,94 @@ class Sweeper:
         return self._sweeps[key]
 
     def _sweep(self, lead: float, lag: float) -> Sweep:
-        t = compute = flash = flash_wait = p_c = p_s = p_f = 0.0
+        t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
+        back = 0.0  # every block input is taken by its recompute: none is on the wire when a micro-batch starts
         parts: list[np.ndarray] = []
         for cls, spans in self.sched.runs:
             i = 0
             while i < len(spans):
-                seg = self._segment(*spans[i], cls, lead, lag)
+                seg = self._segment(*spans[i], cls, lead, lag, back)
                 copies = 1
-                if i + 1 < len(spans) and self._segment(*spans[i + 1], cls, seg.lead_out, seg.lag_out) is seg:
+                if i + 1 < len(spans) and self._segment(*spans[i + 1], cls, seg.lead_out, seg.lag_out,
+                                                        seg.returning_out) is seg:
                     copies = len(spans) - i  # a fixed point: every copy left in the run repeats this one
-                starts = t + seg.duration * np.arange(copies)
-                parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
+                if copies == 1:
+                    parts.append(seg.arrivals + t)
+                else:
+                    starts = t + seg.duration * np.arange(copies)
+                    parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
                 t += copies * seg.duration
                 compute += copies * seg.compute
                 flash += copies * seg.flash
                 flash_wait += copies * seg.flash_wait
+                held += copies * seg.held
                 p_c, p_s, p_f = p_c + copies * seg.paced[0], p_s + copies * seg.paced[1], p_f + copies * seg.paced[2]
-                lead, lag = seg.lead_out, seg.lag_out
+                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
                 i += copies
         arrivals = np.concatenate(parts) if parts else np.zeros(0)
-        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals)
+        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals, held)
 
-    def _segment(self, a: int, b: int, cls: int, lead: float, lag: float) -> Sweep:
-        """One segment; a class met again from (nearly) the same lead and lag repeats its sweep."""
-        found = self._segments.get((cls, lead, lag))
+    def _segment(self, a: int, b: int, cls: int, lead: float, lag: float, back: float) -> Sweep:
+        """One segment; a class met again from (nearly) the same lead, lag and returns repeats its sweep."""
+        if self.plain is not None and back == 0.0 and cls in self.sched.plain_classes:
+            return self.plain._segment(a, b, self.sched.plain_classes[cls], lead, lag, 0.0)
+        found = self._segments.get((cls, lead, lag, back))
         if found is not None:
             return found
         last = self._last.get(cls)
         if last is not None:
-            tol = 1e-12 * last[2]
-            if abs(last[0] - lead) <= tol and abs(last[1] - lag) <= tol:
-                return self._segments[(cls, last[0], last[1])]
-        seg = self._run(a, b, lead, lag)
-        self._segments[(cls, lead, lag)] = seg
-        self._last[cls] = (lead, lag, max(seg.duration, lead, lag))
+            tol = 1e-12 * last[3]
+            if abs(last[0] - lead) <= tol and abs(last[1] - lag) <= tol and abs(last[2] - back) <= tol:
+                return self._segments[(cls, last[0], last[1], last[2])]
+        seg = self._run(a, b, lead, lag, back)
+        self._segments[(cls, lead, lag, back)] = seg
+        self._last[cls] = (lead, lag, back, max(seg.duration, lead, lag, back))
         return seg
 
-    def _run(self, a: int, b: int, lead: float, lag: float) -> Sweep:
-        """The recursion over passes ``a .. b - 1`` (see the module docstring)."""
-        stream, chunks, up, up_chunks, lag_cap, lead_cap, flash_s, share, climb, up_chunk, returns = self.columns
-        comp, paced = self.compute, self.paced
-        t = compute = flash = flash_wait = p_c = p_s = p_f = 0.0
+    def _run(self, a: int, b: int, lead: float, lag: float, back: float) -> Sweep:
+        """The recursion over passes ``a .. b - 1`` (see the module docstring); ``back``: edge seconds of block
+        inputs still to come back (:mod:`~wss.model.plan.analytic.returns`)."""
+        stream, chunks, up, up_chunks, lag_cap, lead_cap, flash_s, share, climb, up_chunk, returns, takes, wire = \
+            self.columns
+        comp, paced, adds = self.compute, self.paced, self.returns
+        t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
         arrivals = []
-        for i in range(a, b):
+        for i in range(a, b):  # conditional expressions, not max() and min(): this loop is the level's hot path
             c, n, s_total = comp[i], chunks[i], stream[i]
-            if n:
-                s = s_total / n
-                dur = max(paced[i] + max(0.0, s - lead), s_total - lead + paced[i] / n)
+            if back > 0.0 or adds[i] > 0.0:  # block inputs share the wire: a pass of its own
+                hold, dur, lead, back = _returning(c, n, s_total, paced[i], lead, back, adds[i], takes[i],
+                                                   lead_cap[i - 1], lead_cap[i], up_chunks[i], lag + up[i] - lag_cap[i],
+                                                   [w[i] for w in wire])
             else:
-                dur = c
+                hold = 0.0
+                if n:
+                    first = s_total / n - lead
+                    dur = paced[i] + first if first > 0.0 else paced[i] + 0.0
+                    last = s_total - lead + paced[i] / n
+                    dur = last if last > dur else dur
+                else:
+                    dur = c
+                if up_chunks[i]:  # the last gradient chunk goes out when the way up has room, once it is computed
+                    full = lag + up[i] - lag_cap[i]
+                    dur = full if full > dur else dur
+                # The stream never idles while the buffers have room: it runs ahead by what the pass left over.
+                ahead = lead - s_total + dur
+                lead = ahead if ahead < lead_cap[i] else lead_cap[i]
             if up_chunks[i]:
-                # The last gradient chunk goes out when the way up has room, and only once it is computed.
-                dur = max(dur, lag + up[i] - lag_cap[i])
-                lag = max(up[i] / up_chunks[i], lag + up[i] - dur)
+                rest, one = lag + up[i] - dur, up[i] / up_chunks[i]
+                lag = rest if rest > one else one
             else:
-                lag = max(0.0, lag - dur)
-            # The stream never idles while the buffers have room: it runs ahead by what the pass left over.
-            lead = min(lead_cap[i], lead - s_total + dur)
+                rest = lag - dur
+                lag = rest if rest > 0.0 else 0.0
             t += dur
             compute += c
             flash += flash_s[i]
-            wait = max(0.0, dur - c)  # all for the weight path: updates and inputs are other terms
-            w_f, w_s = wait * share[i], wait * (1.0 - share[i])
+            held += hold
+            wait = dur - hold - c  # all for the weight path: updates, inputs, offload are other terms
+            if wait > 0.0:
+                w_f, w_s = wait * share[i], wait * (1.0 - share[i])
+            else:
+                w_f = w_s = 0.0
             flash_wait += w_f
             # pass_pacing, inline: the waits for a rate pace the pass whole when they pass the tolerance.
             rate = (w_f if w_f > 0 else 0.0) + (w_s if w_s > 0 else 0.0)
@@ -147,5 +197,39 @@ class Sweeper:
                 p_f += w_f if w_f > 0 else 0.0
                 p_s += w_s if w_s > 0 else 0.0
             if returns[i]:
-                arrivals.append(t + max(0.0, lag - up_chunk[i]) + climb[i])
-        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), np.array(arrivals))
+                queued = lag - up_chunk[i]
+                arrivals.append(t + (queued if queued > 0.0 else 0.0) + climb[i])
+        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), np.array(arrivals), held, back)
+
+
+def _returning(c: float, n: int, s_total: float, paced: float, lead: float, back: float, add: float, takes: bool,
+               cap_in: float, cap_out: float, up_chunks: int, up_full: float,
+               wire: list[float]) -> tuple[float, float, float, float]:
+    """One pass while block inputs come back on the wire its stream crosses (module
+    :mod:`~wss.model.plan.analytic.returns`): the wafer's wait for its block's input (a recompute's first op),
+    the pass's seconds with that wait, and the lead and block inputs left after it.
+
+    ``cap_in`` and ``cap_out`` cap the lead as the pass begins and ends; ``up_full`` is when the way up has room
+    for its last gradient chunk (``lag + U - cap_up``)."""
+    k1, k2, q, r, on_wire = wire
+    hold = 0.0
+    if takes and back > 0.0:
+        # The rest of the block's input has the wire but for the stream running ahead to its cap.
+        run = min(max(0.0, cap_in - lead) / q, back / r)
+        hold = run + back - run * r
+        lead += run * q
+        back = 0.0
+    back += add
+    if n:
+        first = max(0.0, s_total / n - lead)
+        rest = max(0.0, s_total - lead)
+        dur = max(paced + first + min(first * k1, back * k2),
+                  s_total - lead + min(rest * k1, back * k2) + paced / n)
+    else:
+        dur = c
+    if up_chunks:
+        dur = max(dur, up_full - hold)
+    # The stream moves at q of its pace while block inputs wait; they take the wire whenever it does not.
+    ahead = min(cap_out, lead - s_total + dur - min(dur, back / r) * (1.0 - q))
+    back = max(0.0, back - dur + on_wire * max(0.0, ahead - lead + s_total))
+    return hold, hold + dur, ahead, back
