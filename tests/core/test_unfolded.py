@@ -170,7 +170,7 @@ def test_summary_and_trace_of_an_unfolded_run(tmp_path: Path, capsys):
     path.write_text(json.dumps(scenario_dict(dense_model(256, 256), wafers=3, global_batch=7)))
     assert main(["simulate", str(path), "-o", str(tmp_path / "out"), "--trace"]) == 0
     out = capsys.readouterr().out
-    assert "each ran apart (auto: the shards are uneven, 7 samples over 3 wafers: 1 wafers of 3, 2 of 2)" in out
+    assert "each ran apart (auto: the shards are uneven, 7 samples over 3 wafers: 1 wafer of 3, 2 of 2)" in out
     assert "idle per step" in out
     assert (tmp_path / "out" / "trace.json").is_file()
 

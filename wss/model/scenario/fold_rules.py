@@ -33,8 +33,9 @@ def _shards(scenario: Scenario) -> str:
     """'1544 samples over 192 wafers: 8 wafers of 9, 184 of 8'."""
     samples = [n for n in shard_samples(scenario) if n]
     hi, lo = max(samples), min(samples)
-    return (f"{scenario.training.global_batch} samples over {len(samples)} wafers: {samples.count(hi)} wafers "
-            f"of {hi}, {samples.count(lo)} of {lo}")
+    first = samples.count(hi)
+    return (f"{scenario.training.global_batch} samples over {len(samples)} wafers: {first} "
+            f"wafer{'s' if first > 1 else ''} of {hi}, {samples.count(lo)} of {lo}")
 
 
 def _decision(scenario: Scenario) -> tuple[bool, str]:
