@@ -198,11 +198,14 @@ def test_compute_bound_kernel_matches_the_cycle_model():
     assert k.n_chunks == 8
     w = s.hardware.wafer
     kc = kernel_cycles("matmul", dense_profile(4096, 4096), 8192, w)
-    # the closed form, by hand: busiest row x ceil(ceil(T/C)/simd) + M x overhead + (R + C) x hop
-    t_c = math.ceil(8192 / w.core_cols)
+    # the closed form, by hand, on the kernel's lanes of R' rows: busiest row x ceil(ceil(T/L/C)/simd)
+    # + M x overhead + (R' + C) x hop
+    rows = w.core_rows // kc.lanes
+    t_c = math.ceil(math.ceil(8192 / kc.lanes) / w.core_cols)
+    assert kc.bound_by == "axpy"
     # ... over the achieved fraction of that ideal schedule (WaferConfig.kernel_efficiency)
-    assert kc.forward == (math.ceil(4096 / w.core_rows) * 4096 * math.ceil(t_c / w.simd_width) + 4096 * 4 + (
-        w.core_rows + w.core_cols
+    assert kc.forward == (math.ceil(4096 / rows) * 4096 * math.ceil(t_c / w.simd_width) + 4096 * 4 + (
+        rows + w.core_cols
     ) * w.hop_latency_cycles) / w.kernel_efficiency
 
     r = wss.simulate(s)

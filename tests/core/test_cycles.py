@@ -30,6 +30,8 @@ def small_wafer(**over) -> WaferConfig:
         partial_sum_overhead_cycles=4,
         # A ring that never binds: these tests check the cores' terms; the ring has its own tests below.
         partial_sum_ring_wavelets_per_cycle=1e9,
+        # One lane: these tests check the closed form of one layout; lanes have their own (test_lanes.py).
+        max_lanes=1,
     )
     fields.update(over)
     return WaferConfig(**fields)
@@ -39,32 +41,41 @@ def small_wafer(**over) -> WaferConfig:
 
 
 def test_the_ring_bounds_a_narrow_kernel_at_out_features_times_tokens_per_core():
-    """One input feature per row (K <= R): the cores spend ceil(t_c/simd) + 4 per output feature, the ring
-    t_c; with t_c = 32 tokens per core the ring (32) beats the cores (8 + 4) and sets the pass."""
+    """One input feature per row (K <= R): the cores spend ceil(t_c/simd) + 4 per output feature, each hop of
+    the ring t_c (R - 1) / R (it starts after the feature's home row and ends on it); with t_c = 32 tokens
+    per core on 4 rows the ring (24) beats the cores (8 + 4) and sets the pass."""
     w = small_wafer(partial_sum_ring_wavelets_per_cycle=1)
     M, K, tokens = 10, 4, 32 * 8  # K = R: one input feature per row; 32 tokens per core
     kc = kernel_cycles("matmul", dense_profile(M, K), tokens, w)
     fill = (w.core_rows + w.core_cols) * w.hop_latency_cycles
     assert kc.bound_by == "partial_sum_ring"
-    assert kc.forward == M * 32 + fill
-    # Twice the ring's rate halves its bound (still above the cores' 12 per feature).
+    assert kc.forward == M * 24 + fill
+    # A faster ring lowers its bound (1.5 wavelets a cycle: 16, still above the cores' 12 per feature).
     assert kernel_cycles("matmul", dense_profile(M, K), tokens,
-                         small_wafer(partial_sum_ring_wavelets_per_cycle=2)).forward == M * 16 + fill
+                         small_wafer(partial_sum_ring_wavelets_per_cycle=1.5)).forward == M * 16 + fill
     # Backward data reduces over the input features on the same ring.
-    assert kc.backward >= K * 32 + fill
+    assert kc.backward >= K * 24 + fill
+    # A lane of one row has no ring: 4 lanes of 1 row, 8 tokens per core, 2 cycles an AXPY + 4 per feature.
+    lanes4 = kernel_cycles("matmul", dense_profile(M, K), tokens, small_wafer(partial_sum_ring_wavelets_per_cycle=1,
+                                                                             max_lanes=4))
+    assert (lanes4.lanes, lanes4.tokens_per_core, lanes4.bound_by) == (4, 8, "axpy")
+    assert lanes4.forward == K * M * 2 + M * 4 + (1 + 8) * 2
 
 
 def test_the_ring_never_binds_a_wide_dense_kernel():
     """GPT-3 175B's 12288-wide layers put 17 input features on each WSE-2 row: the cores' 17 x ceil(t_c/4)
-    cycles per feature exceed the ring's t_c at every token count."""
+    cycles per feature exceed the ring's t_c at every token count.  A narrow one (GPT-2's 768 -> 3072) is
+    ring-bound on one lane past one token per core, and not once it folds into lanes."""
     from wss.model.scenario import load_scenario
 
     wse2 = load_scenario({"name": "x", "hardware": {"preset": "cs2-cluster"}, "workload": {"model": "gpt3-125m"},
                           "training": {"global_batch": 1}}).hardware.wafer
     for tokens in (996, 8 * 2048, 64 * 2048):
         assert kernel_cycles("matmul", dense_profile(12288, 12288), tokens, wse2).bound_by == "axpy"
-        assert kernel_cycles("matmul", dense_profile(3072, 768), tokens, wse2).bound_by == (
+        one_lane = wse2.model_copy(update={"max_lanes": 1})
+        assert kernel_cycles("matmul", dense_profile(3072, 768), tokens, one_lane).bound_by == (
             "partial_sum_ring" if tokens > 996 else "axpy")
+        assert kernel_cycles("matmul", dense_profile(3072, 768), tokens, wse2).bound_by == "axpy"
 
 
 # ---------------------------------------------------------------------------- dense forward / backward

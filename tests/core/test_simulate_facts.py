@@ -242,10 +242,11 @@ def test_bound_by_names_what_paces_the_step_not_the_largest_share():
     # Pinned to no checkpointing and micro-batches of 3, as the scenario ran before the planner searched: its
     # choice (blocks, 3 x 22) is compute-bound, which is the point of choosing it.
     # Also pinned to the wafer as it was modelled then (1.1 GHz, the ideal kernel schedule, no fixed costs):
-    # the calibrated wafer is slower, which makes this plan compute-bound too.
+    # the calibrated wafer is slower, which makes this plan compute-bound too; and one lane per kernel (lanes
+    # speed the sparse kernels up until the stream takes the largest share as well).
     pinned = {"training.activation_checkpointing": "none", "training.micro_batch": 3,
               "hardware.wafer.clock_Hz": 1.1e9, "hardware.wafer.kernel_efficiency": 1.0,
-              "hardware.runtime.preset": "ideal"}
+              "hardware.wafer.max_lanes": 1, "hardware.runtime.preset": "ideal"}
     base = wss.load_scenario(SCENARIOS / "gpt3_6.7b_sparse.yaml", pinned)
     r = wss.simulate(base)
     assert r.breakdown_s["compute"] > r.breakdown_s["stream"]

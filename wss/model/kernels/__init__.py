@@ -1,4 +1,5 @@
-"""Sparse GEMM on the wafer: the cycle-cost model, the row mapping, and numpy kernels for real numerics.
+"""Sparse GEMM on the wafer: the cycle-cost model, lanes, the row mapping, a core-level mesh model that checks
+the cycle model, and numpy kernels for real numerics.
 
 The names are imported the first time they are used: the planner needs only the cycle model
 (:mod:`wss.model.kernels.cycles`), so ``wss validate`` does not load the numerics' kernels.
@@ -17,6 +18,7 @@ __all__ = [
     "kernel_cycles",
     "KernelCycles",
     "NnzProfile",
+    "choose_lanes",
     "deal_rows",
     "row_loads",
 ]
@@ -29,6 +31,7 @@ _HOME = {
     "kernel_cycles": "cycles",
     "KernelCycles": "cycles",
     "NnzProfile": "cycles",
+    "choose_lanes": "cycles",
     "deal_rows": "mapping",
     "row_loads": "mapping",
 }
@@ -37,6 +40,6 @@ _HOME = {
 def __getattr__(name: str) -> Any:
     if name in _HOME:
         return getattr(importlib.import_module(f"wss.model.kernels.{_HOME[name]}"), name)
-    if name in ("cycles", "gemm", "mapping", "sparse_format"):
+    if name in ("cycles", "gemm", "lanes", "mapping", "mesh_model", "sparse_format"):
         return importlib.import_module(f"wss.model.kernels.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

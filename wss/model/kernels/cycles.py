@@ -12,14 +12,28 @@ Cerebras Systems using Weight Streaming", Cerebras blog, 2021:
   tail-worker effect);
 * every output feature costs a fixed partial-sum overhead (4 cycles) on every
   row whatever the sparsity (Amdahl's law for sparsity);
-* a kernel also pays mesh fill/drain: ``(R + C)`` hops;
-* the fabric: each completed output feature's partial sums (``t_c`` fp32 values per core) are
-  reduced along the column's partial-sum ring, one 32-bit wavelet per link per cycle (Cerebras
-  SDK documentation), concurrently with the next features' AXPYs.  Every link of the ring carries
-  every feature's ``t_c`` values, so a kernel takes at least ``M t_c`` cycles: it binds when a row
-  holds few input features (``ceil(K / R) x ceil(t_c / simd) + 4 < t_c``, narrow layers: d up to
-  about 3 x 757 on WSE-2).  The weights' delivery along the rows (one wavelet per weight, index
-  included) never binds: a weight costs at least one AXPY cycle, and a row receives one per cycle.
+* a kernel also pays mesh fill/drain: ``(R' + C)`` hops;
+* lanes (:mod:`wss.model.kernels.lanes`): a layer may fold into ``L`` lanes of ``R' = floor(R / L)``
+  rows, each lane running the kernel on its ``1 / L`` of the tokens; below, ``R'`` and ``t_c`` are a
+  lane's, and the compiler's choice of ``L`` is :func:`choose_lanes`;
+* the partial-sum path: when an output feature completes, each core copies its ``t_c`` fp32 partial
+  sums to the partial-sum thread, which reduces them along the lane's column ring "in a separate
+  parallel thread" (the blog), i.e. concurrently with the next features' AXPYs: the pass takes the
+  larger of the cores' work and the ring's.  The ring's width: one fp32 partial sum per wavelet (the
+  blog's 38-bit message carries a 32-bit payload, the SDK documentation's wavelet; the blog's
+  "double-wide" add is the fp32 add of a 16-bit datapath).  Its directions: every link carries one
+  wavelet each way per cycle (the blog's 28 PB/s of bidirectional fabric bandwidth is 850k cores x 4
+  links x 2 directions x 38 bits at 0.853 GHz = 27.6 PB/s), but a ring laid along a column of a mesh
+  with no wrap-around links folds back on itself and so uses both directions of every link; and any
+  reduction that leaves its results spread over the rows (the blog's ring "can start and end on any
+  row") must send almost all of an edge row's partial sums through that row's one vertical link.  So
+  a ring moves ``partial_sum_ring_wavelets_per_cycle`` (1) partial sums per cycle on each hop, each hop
+  carrying ``(R' - 1) / R'`` of every feature's ``t_c`` values: at least ``M t_c (R' - 1) / R'`` cycles
+  a pass.  With one lane it binds when a row holds fewer than about ``simd`` input features
+  (``ceil(K / R) x ceil(t_c / simd) + 4 < t_c``); lanes divide ``t_c`` by ``L`` and lift that bound, so
+  a sparse kernel's time follows its non-zeros down to the 4-cycle overhead (Amdahl's law, the blog).
+  The weights' delivery along the rows (one wavelet per weight, index included) never binds: a weight
+  costs at least one AXPY cycle, and a row receives one per cycle.
 
 Backward = delta propagation ``dX = W^T dY`` (the same AXPYs with broadcast
 and reduction swapped, dY's features on rows, one overhead per input feature)
@@ -36,13 +50,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
+from wss.model.kernels.lanes import lane_candidates, lane_layout
 from wss.model.kernels.mapping import row_loads
 from wss.model.scenario.hardware import WaferConfig
 
-__all__ = ["NnzProfile", "KernelCycles", "kernel_cycles", "dense_profile", "sampled_profile"]
+__all__ = ["NnzProfile", "KernelCycles", "kernel_cycles", "choose_lanes", "dense_profile", "sampled_profile"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,8 @@ class KernelCycles:
 
     ``bound_by`` says what sets the forward pass: ``'axpy'`` (the cores' AXPYs and partial-sum
     overhead), ``'partial_sum_ring'`` (the column ring's bandwidth) or ``'gather'`` (an embedding).
+    ``lanes`` is how many lanes the kernel folds into (:mod:`wss.model.kernels.lanes`); ``busiest_row_nnz``,
+    ``axpy_cycles`` and ``tokens_per_core`` are those of one lane.
     """
 
     forward: float
@@ -107,28 +125,69 @@ class KernelCycles:
     axpy_cycles: int
     tokens_per_core: int
     bound_by: str = "axpy"
+    lanes: int = 1
+
+
+Cycles = TypeVar("Cycles", float, np.ndarray)
+
+
+def _pass_cycles(busy_in: Cycles, busy_out: Cycles, profile: NnzProfile, rows: Cycles, t_c: Cycles,
+                 axpy: Cycles, wafer: WaferConfig) -> tuple[Cycles, Cycles, Cycles, Cycles, Cycles]:
+    """Forward, backward-data and weight-gradient cycles of one lane of ``rows`` rows (scalars or arrays of
+    layouts), and the forward's cores and ring terms: the closed form of docs/model.md, "Cycles on the wafer".
+
+    A ring of ``rows`` rows carries each output feature's ``t_c`` partial sums over ``rows - 1`` of its
+    ``rows`` hops (it starts after the feature's home row and ends on it), so each hop carries
+    ``(rows - 1) / rows`` of them per feature; a lane of one row has no ring.
+    """
+    M, K, C = profile.out_features, profile.in_features, wafer.core_cols
+    hop, ovh = wafer.hop_latency_cycles, wafer.partial_sum_overhead_cycles
+    ring = t_c * (rows - 1) / rows / wafer.partial_sum_ring_wavelets_per_cycle  # per feature, on every hop
+    fill = (rows + C) * hop
+    cores_f = busy_in * axpy + M * ovh
+    ring_f = M * ring
+    forward = np.maximum(cores_f, ring_f) + fill
+    # Backward data: dY's features on rows, reductions over the input features on the ring.
+    backward_data = np.maximum(busy_out * axpy + K * ovh, K * ring) + fill
+    backward_weight = busy_in * axpy + C * hop
+    return forward, backward_data, backward_weight, cores_f, ring_f
+
+
+def choose_lanes(profile: NnzProfile, tokens: int, wafer: WaferConfig) -> int:
+    """The lane count the compiler is taken to pick (:mod:`wss.model.kernels.lanes`): the fewest lanes of
+    least forward + backward cycles, estimating each row's load from the layer's shape and mean density
+    (``ceil(K / R')`` features of ``nnz / K`` non-zeros each)."""
+    R, C = wafer.core_rows, wafer.core_cols
+    lanes = lane_candidates(tokens, R, C, wafer.max_lanes)
+    if lanes.size == 1:
+        return 1
+    rows = R // lanes
+    per_lane = -(-tokens // lanes)  # ceil(T / L) tokens in a lane
+    t_c = np.maximum(1, -(-per_lane // C))
+    axpy = -(-t_c // wafer.simd_width)
+    M, K, nnz = profile.out_features, profile.in_features, profile.nnz
+    busy_in = -(-K // rows) * (nnz / K)
+    busy_out = -(-M // rows) * (nnz / M)
+    f, bd, bw, _, _ = _pass_cycles(busy_in, busy_out, profile, rows.astype(float), t_c.astype(float),
+                                   axpy.astype(float), wafer)
+    return int(lanes[int(np.argmin(f + bd + bw))])
 
 
 def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfig) -> KernelCycles:
     """Forward and backward cycles of a kernel over ``tokens`` tokens on one wafer."""
     R, C = wafer.core_rows, wafer.core_cols
-    t_c = max(1, math.ceil(tokens / C))
-    axpy = math.ceil(t_c / wafer.simd_width)
-    fill = (R + C) * wafer.hop_latency_cycles
-    if kind == "embedding":
-        gather = math.ceil(tokens * profile.in_features / (wafer.cores * wafer.simd_width))
-        eff = wafer.kernel_efficiency
-        return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c, "gather")
-    ovh = wafer.partial_sum_overhead_cycles
-    busy_in = profile.busiest_input_row(R)
-    busy_out = profile.busiest_output_row(R)
-    ring = t_c / wafer.partial_sum_ring_wavelets_per_cycle  # cycles per feature on every link of the ring
-    cores_f = busy_in * axpy + profile.out_features * ovh
-    ring_f = profile.out_features * ring
-    forward = max(cores_f, ring_f) + fill
-    # Backward data: dY's features on rows, reductions over the input features on the ring.
-    backward_data = max(busy_out * axpy + profile.in_features * ovh, profile.in_features * ring) + fill
-    backward_weight = busy_in * axpy + C * wafer.hop_latency_cycles
     eff = wafer.kernel_efficiency  # achieved fraction of this ideal schedule (1.0 unless calibrated)
+    if kind == "embedding":
+        t_c = max(1, math.ceil(tokens / C))
+        axpy = math.ceil(t_c / wafer.simd_width)
+        fill = (R + C) * wafer.hop_latency_cycles
+        gather = math.ceil(tokens * profile.in_features / (wafer.cores * wafer.simd_width))
+        return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c, "gather")
+    lay = lane_layout(choose_lanes(profile, tokens, wafer), tokens, R, C, wafer.simd_width)
+    busy_in = profile.busiest_input_row(lay.rows)
+    busy_out = profile.busiest_output_row(lay.rows)
+    f, bd, bw, cores_f, ring_f = _pass_cycles(float(busy_in), float(busy_out), profile, float(lay.rows),
+                                              float(lay.tokens_per_core), float(lay.axpy_cycles), wafer)
     bound = "partial_sum_ring" if ring_f > cores_f else "axpy"
-    return KernelCycles(forward / eff, (backward_data + backward_weight) / eff, busy_in, axpy, t_c, bound)
+    return KernelCycles(float(f) / eff, float(bd + bw) / eff, busy_in, lay.axpy_cycles, lay.tokens_per_core,
+                        bound, lay.lanes)

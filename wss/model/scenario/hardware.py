@@ -96,7 +96,15 @@ class WaferConfig(Frozen):
         within=Range(1e-3, 1e9),
         why="the top is an idealised ring that never binds",
         description="Partial sums the column's partial-sum ring moves per cycle on each link (one 32-bit wavelet "
-        "per link per cycle; partial sums are fp32). Bounds a kernel at out_features x tokens-per-core cycles.",
+        "per link and direction per cycle; partial sums are fp32). Bounds a lane's kernel at out_features x "
+        "tokens-per-core cycles.",
+    )
+    max_lanes: Integer | None = bounded(
+        None,
+        within=GRID,
+        description="Most lanes a layer narrower than the wafer may fold into (groups of engine rows, each with "
+        "its share of the tokens and its own partial-sum ring; the compiler's logs print them). None: as many as "
+        "the rows and tokens allow; 1: every layer over all rows.",
     )
     partial_sum_overhead_cycles: Real = bounded(
         4.0,
