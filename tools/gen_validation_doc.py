@@ -88,6 +88,8 @@ def render(outcomes) -> str:
                    + (f" with {_args(s.args)}" if s.args else ""))
         out.append(f"* source: {s.source}")
         crit = f"within {s.tolerance:.3g} (relative)" if s.compare == "approx" else f"simulated {s.compare} published"
+        if s.other_side is not None:
+            crit += f" and {s.other_side.compare} {s.other_side.value:.6g} ({s.other_side.source})"
         unit = f" {s.unit}" if s.unit else ""
         out.append(f"* published {s.published:.6g}{unit}; simulated {o.simulated:.6g}{unit}; error {o.error:+.2%}; "
                    f"criterion {crit}: **{o.status}**"

@@ -90,6 +90,10 @@ scenario:
         ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: '<'\ntolerance: 0.1\n", "takes no tolerance"),
         ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: approx\ntolerance: 0.1\ncolour: red\n",
          "Extra inputs"),
+        ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: '<'\n"
+         "other_side: {compare: '<=', value: 0, source: z}\n", "bound the other way"),
+        ("figure: x\nsource: y\npublished: 1\nmetric: params\ncompare: approx\ntolerance: 0.1\n"
+         "other_side: {compare: '>=', value: 0, source: z}\n", "takes no other_side"),
     ],
 )
 def test_bad_cases_name_the_problem(tmp_path, head, problem):
@@ -135,3 +139,21 @@ def test_judging():
     assert judge(approx, 2.3)[1] is False
     assert judge(CaseSpec(**base, compare="<"), 1.9)[1] is True
     assert judge(CaseSpec(**base, compare=">="), 1.9)[1] is False
+
+
+def test_a_case_bounded_from_both_sides_fails_on_either():
+    from wss.studies.validation import CaseSpec
+
+    spec = CaseSpec(figure="x", source="y", published=10.0, metric="params", scenario={}, compare="<=",
+                    other_side={"compare": ">=", "value": 2.0, "source": "z"})
+    assert judge(spec, 5.0)[1] is True
+    assert judge(spec, 11.0)[1] is False  # above the published figure
+    assert judge(spec, 1.5)[1] is False  # below the other side's bound
+    assert judge(spec, 2.0)[1] is True
+
+
+def test_every_sparsity_case_is_bounded_from_both_sides():
+    for case in load_cases():
+        if case.name.startswith("sparsity_"):
+            assert case.spec.other_side is not None, case.name
+            assert case.spec.other_side.source.strip(), case.name

@@ -11,6 +11,7 @@ it comes from, how to compute the same quantity from wss, and how close it must 
     args: {tokens: 3.0e11}          # its keyword arguments
     compare: approx                 # approx (within tolerance) | < | <= | > | >=
     tolerance: 0.05                 # relative, for approx
+    other_side: {compare: ">=", value: 2, source: ...}  # a relation's bound from the other side (optional)
     note: why the numbers differ, what the check means
     scenario: ...                   # one scenario, or
     scenarios: {name: ...}          # several, named, for multi-point figures
@@ -213,6 +214,22 @@ def samples_per_s(runs: Runs) -> float:
 # ------------------------------------------------------------------------------------------ cases
 
 Compare = Literal["approx", "<", "<=", ">", ">="]
+Relation = Literal["<", "<=", ">", ">="]
+_ABOVE = ("<", "<=")  # the simulated value is bounded from above
+
+
+class OtherSide(BaseModel):
+    """The bound on the other side of a relation's published figure: ``simulated <compare> value``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compare: Relation = Field(description="The relation simulated ? value, the other way round from the case's.")
+    value: float = Field(description="The bound.")
+    source: str = Field(description="Where the bound comes from, and how the number follows from it.")
+
+    def holds(self, simulated: float) -> bool:
+        v = self.value
+        return {"<": simulated < v, "<=": simulated <= v, ">": simulated > v, ">=": simulated >= v}[self.compare]
 
 
 class CaseSpec(BaseModel):
@@ -236,6 +253,11 @@ class CaseSpec(BaseModel):
         description="For a published measured run: 'calibrated on' if a model parameter was fitted to it "
         "(tools/calibrate.py), 'held out' if it checks that fit without having shaped it.",
     )
+    other_side: OtherSide | None = Field(
+        None,
+        description="For a relation: a bound from the other side with its own source (a case bounded from above "
+        "then also holds the simulated value from below, or the reverse).",
+    )
     known_gap: str | None = Field(
         None,
         description="An open, explained discrepancy: the case runs and shows its error as 'gap' but does not "
@@ -254,6 +276,12 @@ class CaseSpec(BaseModel):
             raise ValueError("an approx comparison needs a tolerance")
         if self.compare != "approx" and self.tolerance is not None:
             raise ValueError(f"a '{self.compare}' comparison takes no tolerance")
+        if self.other_side is not None:
+            if self.compare == "approx":
+                raise ValueError("an approx comparison takes no other_side (its tolerance bounds both sides)")
+            if (self.compare in _ABOVE) == (self.other_side.compare in _ABOVE):
+                raise ValueError(f"other_side must bound the other way from '{self.compare}', "
+                                 f"got '{self.other_side.compare}'")
         return self
 
 
@@ -404,6 +432,7 @@ def judge(spec: CaseSpec, simulated: float) -> tuple[float, bool]:
         ok = abs(error) <= spec.tolerance
     else:
         ok = {"<": simulated < pub, "<=": simulated <= pub, ">": simulated > pub, ">=": simulated >= pub}[spec.compare]
+        ok = ok and (spec.other_side is None or spec.other_side.holds(simulated))
     return error, bool(ok and math.isfinite(simulated))
 
 
@@ -448,6 +477,8 @@ def _num(x: float) -> str:
 
 def _bound(spec: CaseSpec) -> str:
     bound = f"±{(spec.tolerance or 0.0) * 100:.3g}%" if spec.compare == "approx" else f"{spec.compare} published"
+    if spec.other_side is not None:
+        bound += f", {spec.other_side.compare} {_num(spec.other_side.value)}"
     return f"{bound}, {spec.calibration}" if spec.calibration else bound
 
 
