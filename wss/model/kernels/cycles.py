@@ -48,7 +48,9 @@ the achieved fraction of it, calibrated on published measured runs where a prese
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -131,46 +133,82 @@ class KernelCycles:
 Cycles = TypeVar("Cycles", float, np.ndarray)
 
 
-def _pass_cycles(busy_in: Cycles, busy_out: Cycles, profile: NnzProfile, rows: Cycles, t_c: Cycles,
-                 axpy: Cycles, wafer: WaferConfig) -> tuple[Cycles, Cycles, Cycles, Cycles, Cycles]:
-    """Forward, backward-data and weight-gradient cycles of one lane of ``rows`` rows (scalars or arrays of
-    layouts), and the forward's cores and ring terms: the closed form of docs/model.md, "Cycles on the wafer".
+@dataclass(frozen=True)
+class _Fabric:
+    """The numbers of a kernel and its wafer that the closed form reads (hashable, for the lane choice's cache)."""
+
+    out_features: int
+    in_features: int
+    cols: int
+    hop: float
+    overhead: float
+    ring_wavelets: float
+
+    @classmethod
+    def of(cls, profile: NnzProfile, wafer: WaferConfig) -> _Fabric:
+        return cls(profile.out_features, profile.in_features, wafer.core_cols, wafer.hop_latency_cycles,
+                   wafer.partial_sum_overhead_cycles, wafer.partial_sum_ring_wavelets_per_cycle)
+
+
+def _pass_cycles(busy_in: Cycles, busy_out: Cycles, rows: Cycles, t_c: Cycles, axpy: Cycles, fab: _Fabric,
+                 mx: Callable[[Cycles, Cycles], Cycles]) -> tuple[Cycles, Cycles, Cycles, Cycles, Cycles]:
+    """Forward, backward-data and weight-gradient cycles of one lane of ``rows`` rows (scalars, ``mx`` = max,
+    or arrays of layouts, ``mx`` = numpy.maximum), and the forward's cores and ring terms: the closed form of
+    docs/model.md, "Cycles on the wafer".
 
     A ring of ``rows`` rows carries each output feature's ``t_c`` partial sums over ``rows - 1`` of its
     ``rows`` hops (it starts after the feature's home row and ends on it), so each hop carries
     ``(rows - 1) / rows`` of them per feature; a lane of one row has no ring.
     """
-    M, K, C = profile.out_features, profile.in_features, wafer.core_cols
-    hop, ovh = wafer.hop_latency_cycles, wafer.partial_sum_overhead_cycles
-    ring = t_c * (rows - 1) / rows / wafer.partial_sum_ring_wavelets_per_cycle  # per feature, on every hop
-    fill = (rows + C) * hop
-    cores_f = busy_in * axpy + M * ovh
+    M, K, C = fab.out_features, fab.in_features, fab.cols
+    ring = t_c * (rows - 1) / rows / fab.ring_wavelets  # per feature, on every hop
+    fill = (rows + C) * fab.hop
+    cores_f = busy_in * axpy + M * fab.overhead
     ring_f = M * ring
-    forward = np.maximum(cores_f, ring_f) + fill
+    forward = mx(cores_f, ring_f) + fill
     # Backward data: dY's features on rows, reductions over the input features on the ring.
-    backward_data = np.maximum(busy_out * axpy + K * ovh, K * ring) + fill
-    backward_weight = busy_in * axpy + C * hop
+    backward_data = mx(busy_out * axpy + K * fab.overhead, K * ring) + fill
+    backward_weight = busy_in * axpy + C * fab.hop
     return forward, backward_data, backward_weight, cores_f, ring_f
+
+
+#: Above this many lane counts to price, the choice is vectorised; below, plain arithmetic is faster.
+_VECTOR_FROM = 48
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_lanes(fab: _Fabric, nnz: int, tokens: int, rows_total: int, simd: int, max_lanes: int | None) -> int:
+    """:func:`choose_lanes` on plain numbers (cached: a plan asks for the same kernels at the same sizes)."""
+    lanes = lane_candidates(tokens, rows_total, fab.cols, max_lanes)
+    M, K = fab.out_features, fab.in_features
+    if lanes.size == 1:
+        return 1
+    if lanes.size >= _VECTOR_FROM:
+        rows = rows_total // lanes
+        per_lane = -(-tokens // lanes)  # ceil(T / L) tokens in a lane
+        t_c = np.maximum(1, -(-per_lane // fab.cols))
+        axpy = -(-t_c // simd)
+        f, bd, bw, _, _ = _pass_cycles(-(-K // rows) * (nnz / K), -(-M // rows) * (nnz / M), rows.astype(float),
+                                       t_c.astype(float), axpy.astype(float), fab, np.maximum)
+        return int(lanes[int(np.argmin(f + bd + bw))])
+    best, best_cost = 1, math.inf
+    for n in range(1, int(lanes[-1]) + 1):
+        rows_n = rows_total // n
+        per_lane_n = -(-tokens // n)
+        t_c_n = max(1, -(-per_lane_n // fab.cols))
+        fs, bds, bws, _, _ = _pass_cycles(-(-K // rows_n) * (nnz / K), -(-M // rows_n) * (nnz / M), float(rows_n),
+                                          float(t_c_n), float(-(-t_c_n // simd)), fab, max)
+        if fs + bds + bws < best_cost:
+            best, best_cost = n, fs + bds + bws
+    return best
 
 
 def choose_lanes(profile: NnzProfile, tokens: int, wafer: WaferConfig) -> int:
     """The lane count the compiler is taken to pick (:mod:`wss.model.kernels.lanes`): the fewest lanes of
     least forward + backward cycles, estimating each row's load from the layer's shape and mean density
     (``ceil(K / R')`` features of ``nnz / K`` non-zeros each)."""
-    R, C = wafer.core_rows, wafer.core_cols
-    lanes = lane_candidates(tokens, R, C, wafer.max_lanes)
-    if lanes.size == 1:
-        return 1
-    rows = R // lanes
-    per_lane = -(-tokens // lanes)  # ceil(T / L) tokens in a lane
-    t_c = np.maximum(1, -(-per_lane // C))
-    axpy = -(-t_c // wafer.simd_width)
-    M, K, nnz = profile.out_features, profile.in_features, profile.nnz
-    busy_in = -(-K // rows) * (nnz / K)
-    busy_out = -(-M // rows) * (nnz / M)
-    f, bd, bw, _, _ = _pass_cycles(busy_in, busy_out, profile, rows.astype(float), t_c.astype(float),
-                                   axpy.astype(float), wafer)
-    return int(lanes[int(np.argmin(f + bd + bw))])
+    return _best_lanes(_Fabric.of(profile, wafer), profile.nnz, tokens, wafer.core_rows, wafer.simd_width,
+                       wafer.max_lanes)
 
 
 def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfig) -> KernelCycles:
@@ -186,8 +224,9 @@ def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfi
     lay = lane_layout(choose_lanes(profile, tokens, wafer), tokens, R, C, wafer.simd_width)
     busy_in = profile.busiest_input_row(lay.rows)
     busy_out = profile.busiest_output_row(lay.rows)
-    f, bd, bw, cores_f, ring_f = _pass_cycles(float(busy_in), float(busy_out), profile, float(lay.rows),
-                                              float(lay.tokens_per_core), float(lay.axpy_cycles), wafer)
+    f, bd, bw, cores_f, ring_f = _pass_cycles(float(busy_in), float(busy_out), float(lay.rows),
+                                              float(lay.tokens_per_core), float(lay.axpy_cycles),
+                                              _Fabric.of(profile, wafer), max)
     bound = "partial_sum_ring" if ring_f > cores_f else "axpy"
     return KernelCycles(float(f) / eff, float(bd + bw) / eff, busy_in, lay.axpy_cycles, lay.tokens_per_core,
                         bound, lay.lanes)
