@@ -26,14 +26,14 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.44, "runtime overlap"),
-    "cerebras_gpt_13b": ({}, 0.05, None),
-    "cs3_gpt3_13b": ({}, 0.04, None),
+    "bert_large": ({}, 0.57, "runtime overlap"),
+    "cerebras_gpt_13b": ({}, 0.06, None),
+    "cs3_gpt3_13b": ({}, 0.05, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
     "gpt3_175b": ({}, 0.07, None),
-    "gpt3_6.7b_sparse": ({}, 0.68, "bounded buffers"),
+    "gpt3_6.7b_sparse": ({}, 0.21, "bounded buffers"),
     "llama3_70b_16xcs3": ({}, 0.01, None),
     "mixtral_8x7b_4xcs3": ({}, 0.07, None),
     "brain_120t": (
