@@ -199,13 +199,18 @@ def _failures_lines(r: Result) -> list[str]:
     mtbf = ", no random failures"
     if f.cluster_mtbf_s is not None:
         mtbf = f", cluster MTBF {fmt_duration(f.cluster_mtbf_s)}"
+    fixed = f" ({fmt_duration(f.checkpoint_fixed_s)} of it fixed)" if f.checkpoint_fixed_s else ""
     lines = [f"  goodput      {f.goodput:.2%} with a checkpoint every {f.checkpoint_every_steps:,} steps "
-             f"({why}{young}); checkpoint {fmt_bytes(f.checkpoint_bytes)} in {fmt_duration(f.checkpoint_s)}, restart "
-             f"{fmt_duration(f.restart_s)}{mtbf}"]
+             f"({why}{young}); checkpoint {fmt_bytes(f.checkpoint_bytes)} in {fmt_duration(f.checkpoint_s)}{fixed}, "
+             f"restart {fmt_duration(f.restart_s)}{mtbf}"]
     train = ""
     if f.expected_time_to_train_s is not None:
         train = f"; to train {f.train_steps:,} steps {fmt_duration(f.expected_time_to_train_s)}"
     lines.append(f"               expected {fmt_time(f.expected_s_per_step)} per step{train}")
+    startup = sum(f.startup_s.values())
+    if startup:
+        lines.append(f"  job          {fmt_duration(startup)} before the first step ({f.job}): "
+                     + ", ".join(f"{k} {fmt_duration(v)}" for k, v in f.startup_s.items() if v))
     for span in f.timeline:
         if span.kind == "restart":
             n = span.lost_steps
