@@ -61,18 +61,34 @@ def _straggler() -> tuple[wss.Scenario, Plan]:
 
 
 def test_wafers_apart_settle_longer_before_folding_less():
-    """Wafers simulated apart (a straggler) whose blocks do not repeat: eight blocks at each end, then sixteen (of
-    96: at most half the run simulated), and only then the rungs from the plan as it was (one direction)."""
+    """Wafers simulated apart (a straggler) whose blocks do not repeat: six blocks at each end, then nine (of 96:
+    at most a quarter of the run simulated), and only then the rungs from the plan as it was (one direction)."""
     s, p = _straggler()
     assert p.layer_runs == (BlockRun(0, 95),)
-    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward"))
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
-    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=8),)
+    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=6),)
     assert answer.layer_directions == p.layer_directions
-    tried, run = _failing(3, LayerFoldMismatch("blocks differ", "forward"))
+    tried, run = _failing(3, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
-    assert [q.layer_runs[0].settle for q in tried] == [4, 8, 16, 4]
+    assert [q.layer_runs[0].settle for q in tried] == [4, 6, 9, 4]
     assert answer.layer_runs == p.layer_runs and answer.layer_directions == ("backward",)
+    # a wait reaching across copies (no micro-batch named) is no matter of settling
+    tried, run = _failing(1, LayerFoldMismatch("a wait across copies", ""))
+    run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, ()]
+
+
+def test_uneven_slots_go_straight_to_their_rung():
+    """Blocks that fail in an uneven slot are simulated in full there, with four at each end elsewhere: uneven
+    wafers drift apart for longer than a longer stretch may settle, so no longer one is tried."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["hardware.wafers=63"])
+    p = make_plan(s, fold_layers=True)
+    (slot,) = p.uneven_slots
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", slot))
+    answer = run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, p.layer_runs]
+    assert answer.blocks_unfolded_in == {slot}
 
 
 def test_folded_wafers_do_not_settle_longer():

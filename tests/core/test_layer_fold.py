@@ -179,17 +179,17 @@ def test_unfolded_runs_fold_layers_too(overrides):
 
 def test_a_straggler_settles_longer_and_folds_both_ways():
     """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the buffers above it fill over its first five blocks, so the
-    four simulated at each end of the run do not repeat (the forward check fails); the ladder simulates eight at
+    four simulated at each end of the run do not repeat (the forward check fails); the ladder simulates six at
     each end, and both directions fold (before: the backward passes only, every forward block simulated).  The
     answer equals every block simulated (test_unfolded_runs_fold_layers_too, "straggler")."""
     over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
             "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
     folded, fc = simulate_detailed(s, record=False)
-    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=8),)
+    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=6),)
     assert fc.plan.layer_directions == ("forward", "backward") and fc.folding.layers is not None
-    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 16
-    assert [f.point.copies for f in fc.folding.layers.folds] == [80, 80]
+    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 12
+    assert [f.point.copies for f in fc.folding.layers.folds] == [84, 84]
 
 
 def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():

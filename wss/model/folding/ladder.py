@@ -3,10 +3,11 @@
 Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
 :mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
 
-1. in a cluster of wafers simulated apart (a straggler, uneven shards, a node down), blocks that do not repeat
-   are simulated at each end of their run twice as far, and again, while that simulates at most half the run
-   (:func:`_settled_longer`): wafers that differ fill the buffers between them over more blocks than the four
-   the first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler settles by its sixth block);
+1. in a cluster of wafers simulated apart (a straggler, a slow edge), blocks that do not repeat outside the
+   uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
+   most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
+   more blocks than the four the first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler settles
+   by its sixth block);
 2. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
    are simulated in full in the slots where the wafers' micro-batches differ (the plan's ``uneven_slots``),
    when the failed fold lay in one of them: there a wafer with fewer samples may drift ahead of the largest
@@ -61,7 +62,12 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
         return run(p)
     except LayerFoldMismatch as exc:
         first = exc
-    longer = _settled_longer(s, p)
+    # A fold that failed in an uneven slot goes to the rungs below as it did: there the wafers drift apart for
+    # longer than a longer stretch may settle (GPT-3 175B on 63 wafers: some 35 blocks in the backward passes,
+    # never in the forward ones, where a link busy without a break drifts against the blocks), so trying would
+    # only cost runs.  A wait reaching across copies (no micro-batch) does not settle either.
+    longer = _settled_longer(s, p) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
+        else None
     while longer is not None:
         log.info("%s: blocks do not repeat (%s): simulating %d blocks at each end of each run of identical ones",
                  s.name, first, max(r.settle for r in longer.layer_runs))
@@ -73,8 +79,9 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
 
 
 def _settled_longer(s: Scenario, p: Plan) -> Plan | None:
-    """The plan with each run of identical blocks simulated twice as far at each end, where that still simulates
-    at most half the run (the rest copies); None where no run may, or where the wafers are folded.
+    """The plan with each run of identical blocks simulated half as far again at each end, where that still
+    simulates at most a quarter of the run (a try that fails costs no more than that); None where no run may, or
+    where the wafers are folded.
 
     Only wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
     between it and the others over several blocks before they go in step.  In a folded cluster the blocks that do
@@ -82,9 +89,15 @@ def _settled_longer(s: Scenario, p: Plan) -> Plan | None:
     backward passes), which no number of blocks settles; trying would only cost runs."""
     if fold_decision(s)[0] or not p.layer_runs:
         return None
-    runs = tuple(replace(r, settle=2 * r.settle) if 2 * (2 * r.settle) <= (r.hi - r.lo + 1) / 2 else r
+    runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
                  for r in p.layer_runs)
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _longer(settle: int) -> int:
+    """The next stretch to try: half as long again (4, 6, 9, 14, ...), so a run that settles by its sixth block is
+    not simulated to its eighth, while one that does not settle costs few tries."""
+    return -(-3 * settle // 2)
 
 
 def _run_layers_folded(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
