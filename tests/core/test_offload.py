@@ -9,10 +9,10 @@ from core_helpers import SCENARIOS, ideal_hardware, scenario_dict
 
 import wss
 from wss.model.plan import make_plan, rank_candidates
+from wss.model.plan.activation_sram import activation_elements_per_token, block_input_widths
 from wss.model.plan.analytic import StepModel
 from wss.model.plan.analytic.returns import WIRE, returns_matter, wire_figures
 from wss.model.plan.analytic.sweep import Sweeper, columns
-from wss.model.plan.activation_sram import activation_elements_per_token, block_input_widths
 from wss.model.workload import WaferOp
 
 D, BLOCKS, SEQ = 256, 4, 64
