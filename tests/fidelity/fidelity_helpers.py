@@ -28,13 +28,13 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 CROSS_CHECK = {
     "bert_large": ({}, 0.44, "runtime overlap"),
     "cerebras_gpt_13b": ({}, 0.05, None),
-    "cs3_gpt3_13b": ({}, 0.04, None),
+    "cs3_gpt3_13b": ({}, 0.06, None),
     "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
     "gpt3_175b": ({}, 0.07, None),
     "gpt3_6.7b_sparse": ({}, 0.68, "bounded buffers"),
-    "llama3_70b_16xcs3": ({}, 0.01, None),
+    "llama3_70b_16xcs3": ({}, 0.02, None),
     "mixtral_8x7b_4xcs3": ({}, 0.07, None),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
