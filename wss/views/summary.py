@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wss.errors import shorten
+from wss.model.machine.input_rate import preparation
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan import Plan
@@ -245,6 +246,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     )
     paces = r.pacing_s[r.bound_by] / r.step_time_s if r.step_time_s > 0 else 0.0
     lines.append(f"  bound by     {r.bound_by} (paces {paces:.0%} of the step)")
+    lines += _inputs_lines(r)
     lines.append("  where the time went (per step):")
     for c in BREAKDOWN_CATEGORIES:
         v = r.breakdown_s[c]
@@ -288,6 +290,32 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
             line += f"; diverged: loss not finite from step {ls.index(None)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def input_rate_words(s: Scenario) -> str:
+    """What sets the rate of one wafer's input, in words: its input workers' preparation (kind, cost, processes:
+    :func:`~wss.model.machine.input_rate.preparation`), or moving its bytes when nothing limits preparation."""
+    prep = preparation(s)
+    if prep is None:
+        return (f"the input workers move its bytes at {si(s.hardware.inputs.bandwidth_Bps, 'B/s')} "
+                "(hardware.inputs.bandwidth_Bps; preparing samples is free: no hardware.input_pipeline)")
+    if prep.capped:
+        return f"the input workers prepare {prep.samples_per_s:,.4g} samples/s (hardware.inputs.samples_per_s)"
+    pipe = s.hardware.input_pipeline
+    workers = f"{pipe.workers_per_wafer} input worker{'s' if pipe.workers_per_wafer > 1 else ''}"
+    how = (f"{workers} x {pipe.num_workers} data-loader processes" if pipe.num_workers else
+           f"{workers}, {'each ' if pipe.workers_per_wafer > 1 else ''}preparing in its main process (num_workers 0)")
+    processes = f"{prep.processes} process{'es' if prep.processes > 1 else ''}"
+    return (f"the input workers prepare {prep.samples_per_s:,.4g} samples/s ({prep.kind}: {fmt_time(prep.sample_s)} "
+            f"a sample in {processes}: {how})")
+
+
+def _inputs_lines(r: Result) -> list[str]:
+    """When the input paces the step: why, in words (the wafer's waits for input data)."""
+    if r.bound_by != "input" or r.step_time_s <= 0:
+        return []
+    share = r.breakdown_s["input"] / r.step_time_s
+    return [f"  input-bound  the wafer waits {share:.0%} of the step for its input: {input_rate_words(r.scenario)}"]
 
 
 def _offload_result_lines(r: Result) -> list[str]:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from wss.errors import FieldProblem, ScenarioError, quote, shorten
 from wss.files import InputError, read_input
 from wss.model.scenario.faults import DEFAULT_STORAGE, StorageConfig, fault_problems
+from wss.model.scenario.hardware import INPUT_KINDS
 from wss.model.scenario.job import JobConfig, default_job_preset
 from wss.model.scenario.limits import work_checks
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PresetNotFound, load_model_preset, load_part_preset
@@ -479,6 +480,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
                                s.training.steps, hw.memoryx.shards, hw.swarmx)
     model = s.workload.model
     problems += _seq_len_checks(s) or _window_checks(s)
+    problems += _input_kind_checks(s)
     if s.training.global_batch < s.hardware.wafers:
         problems.append(
             FieldProblem(
@@ -509,6 +511,16 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
         problems += _numerics_activation_checks(model.layers)
     # The work bounds weigh what a valid scenario would cost: a scenario already refused is not weighed.
     return problems or work_checks(s)
+
+
+def _input_kind_checks(s: Scenario) -> list[FieldProblem]:
+    """An input pipeline prepares the model's kind of input: token kinds feed token models, images image models."""
+    kind, model = s.hardware.input_pipeline.kind, s.workload.model
+    if kind is None or model.input in INPUT_KINDS[kind]:
+        return []
+    return [FieldProblem("hardware.input_pipeline.kind",
+                         f"{kind!r} prepares {' or '.join(INPUT_KINDS[kind])} inputs; model {model.name!r} reads "
+                         f"{model.input}")]
 
 
 def _cluster_limit_checks(s: Scenario) -> list[FieldProblem]:
