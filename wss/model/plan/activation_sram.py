@@ -44,11 +44,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, StreamedKernel, WaferOp
 
 __all__ = ["ActivationPeak", "activation_peak", "activation_elements_per_token", "activation_bytes_per_element",
-           "block_input_widths"]
+           "block_input_widths", "offloaded_block_inputs"]
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,15 @@ def block_input_widths(ops: list[Op]) -> dict[int, int]:
                 and op.tokens_per_input == 1:
             widths[op.block] = op.in_features
     return widths
+
+
+def offloaded_block_inputs(scenario: Scenario, ops: list[Op]) -> dict[int, float]:
+    """With activation offload: the op position starting each block -> its input's bytes per token (what the
+    block's forward pass sends out of the wafer and its recompute reads back).  The program's offload and the
+    analytic level's returns both read this one statement."""
+    per_token = block_input_bytes_per_token(scenario, block_input_widths(ops))
+    starts: dict[int, int] = {}
+    for pos, op in enumerate(ops):
+        if op.block is not None:
+            starts.setdefault(op.block, pos)
+    return {pos: per_token[b] for b, pos in starts.items() if b in per_token}

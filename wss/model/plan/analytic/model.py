@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 
 from wss.model.kernels.cycles import kernel_cycles
-from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.optimizer_costs import OptimizerCost
-from wss.model.plan.activation_sram import block_input_widths
+from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.plan.activation_store import offload_bytes_per_token
 from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
@@ -96,12 +95,7 @@ class StepModel:
 
     def block_inputs(self) -> dict[int, float]:
         """With activation offload: the op starting each block -> its input's bytes per token."""
-        per_token = block_input_bytes_per_token(self.scenario, block_input_widths(self.ops))
-        starts: dict[int, int] = {}
-        for pos, op in enumerate(self.ops):
-            if op.block is not None:
-                starts.setdefault(op.block, pos)
-        return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
+        return offloaded_block_inputs(self.scenario, self.ops)
 
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
