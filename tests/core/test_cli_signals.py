@@ -75,7 +75,6 @@ def test_sigterm_during_simulate_leaves_every_output_or_none_and_no_temporary_fi
         [*WSS, "simulate", str(REPO / "scenarios" / "bert_large.yaml"), "-o", str(out), "--trace", "--plots"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
-    _wait_until_wss_handles_signals(proc)
     time.sleep(delay_s)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
