@@ -49,6 +49,7 @@ class Jobs:
         self._arrays: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._reads: dict[int, float] = {}
         self._after: dict[tuple[int, bool], tuple[float, float]] = {}
+        self._clipped: dict[tuple[bool, int], tuple[float, float]] = {}
 
     def _job(self, cls: tuple, kind: str, micro_batch: int, micro_batches: int) -> tuple[float, float]:
         """Service time of one job (update or accumulation) of a kernel of class ``cls`` and its flash seconds."""
@@ -87,12 +88,16 @@ class Jobs:
         Update ``k`` is done at ``C_k``, the services of the owners up to ``k``; the next step's forward pass of
         a kernel, starting ``T_j`` into the step when nothing waits, needs its owner's; a wait delays every later
         pass alike, so the wafer starts ``max_j (C_owner(j) - T_j)`` after the norm (max-plus)."""
-        service = self.services("update", micro_batches - 1, micro_batches)[0]
-        done = np.cumsum(np.where(self.owns, service, 0.0))
-        if not forward_kernels.size:
-            return float(done[-1]), float(done[-1])
-        wait = float((done[self.owner[forward_kernels]] - forward_starts).max())
-        return max(wait, 0.0), float(done[-1])
+        key = (micro_batches > 1, id(forward_starts))  # the starts are cached per micro-batch size by the model
+        if key not in self._clipped:
+            service = self.services("update", micro_batches - 1, micro_batches)[0]
+            done = np.cumsum(np.where(self.owns, service, 0.0))
+            if forward_kernels.size:
+                wait = max(float((done[self.owner[forward_kernels]] - forward_starts).max()), 0.0)
+            else:
+                wait = float(done[-1])
+            self._clipped[key] = (wait, float(done[-1]))
+        return self._clipped[key]
 
     def accumulation_reads(self, micro_batch: int) -> float:
         """Flash-channel seconds of every kernel's accumulation in one micro-batch (first, or a later one)."""
