@@ -102,7 +102,8 @@ class KernelRecord(_Data):
     micro_batch: int
     name: str
     layer: str
-    phase: str = Field(description="forward, recompute, backward, accumulate, update or drain")
+    phase: str = Field(description="forward, recompute, backward, accumulate, norm (global-norm clipping), update or "
+                       "drain")
     where: str = Field(description="wafer or memoryx")
     start_s: float
     end_s: float
