@@ -85,7 +85,7 @@ def test_update_returns_the_comparison_with_the_new_baseline_and_lists_what_move
     project.makepyfile(test_inner_timing="""
 def test_fc_mnist(wss_timing):
     comparison = wss_timing.check("scenarios/fc_mnist.yaml", rtol=0.01)
-    assert comparison.ok and not comparison.notable and len(comparison.rows) == 37
+    assert comparison.ok and not comparison.notable and len(comparison.rows) == 38
     assert comparison.scenario.endswith("fc_mnist.yaml")
 """)
     result = project.runpytest(*PLUGIN, "--wss-update-baselines")

@@ -57,7 +57,7 @@ class UpdateJob:
     With global-norm clipping an update is released by the step's last gradient, not its own:
     ``released_by`` is that gradient's pass (None: the job's own gradient's).  A ``stand_in`` is the update of a
     kernel the program leaves out (a block folded away): it takes the optimizer's time in the step's run of
-    updates, but nothing waits for it and it is not recorded (the folded block's record stands for it).
+    updates and is recorded as its own update, but nothing waits for it.
     """
 
     kernel: int
@@ -174,10 +174,8 @@ class OptimizerCoprocessor:
             job.end = env.now
             self.current = None
             self.busy_s += job.end - job.start
-            if job.stand_in:
-                continue
             self.jobs.append(job)
-            if job.kind == "update":
+            if job.kind == "update" and not job.stand_in:
                 self.done_event(job.kernel, job.step).succeed()
 
     def _flash(self, t: JobTraffic) -> Generator[simpy.Event, Any, None]:

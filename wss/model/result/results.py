@@ -432,7 +432,10 @@ class Result(_Data):
     def stands_for(self, record: KernelRecord) -> list[str]:
         """The blocks a record counts for: ``[record.layer]``, or with layer folding, for the records of a block
         standing for folded ones, every block of its run (:class:`LayerFoldRecord`); ``record.repeats`` is
-        then spread evenly over them."""
+        then spread evenly over them.  With global-norm clipping an update runs after the step's last gradient,
+        outside every folded block, and each kernel's (a stand-in's too) has its own record."""
+        if record.phase == "update" and self.scenario.training.gradient_clipping == "global_norm":
+            return [record.layer]
         direction = _FOLD_DIRECTION.get(record.phase, "backward")
         for fold in self.layer_folds or ():
             if fold.layer == record.layer and fold.direction == direction:
