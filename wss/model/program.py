@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from wss.model.machine.figures import block_input_bytes_per_token, offload_chunks
 from wss.model.plan import Plan
-from wss.model.plan.micro_batching import block_input_widths
+from wss.model.plan.activation_sram import block_input_widths
 from wss.model.workload import StreamedKernel
 
 __all__ = ["Pass", "build_program", "gradient_passes", "updated_kernels", "offload_bytes_per_token", "chunk_passes"]

@@ -320,7 +320,10 @@ class FailureSummary(_Data):
                                          "over the wafers that train (not those cut off); None without random "
                                          "failures.")
     checkpoint_bytes: float = Field(description="Bytes of one checkpoint: MemoryX's weights and optimizer state.")
-    checkpoint_s: float = Field(description="Seconds to write one checkpoint from MemoryX to storage.")
+    checkpoint_s: float = Field(description="Seconds of one checkpoint: the job's fixed part (checkpoint_fixed_s) "
+                                "and its bytes written from MemoryX to storage.")
+    checkpoint_fixed_s: float = Field(0.0, description="The part of checkpoint_s that does not scale with the "
+                                      "bytes (job.checkpoint_s).")
     restart_s: float = Field(description="Seconds from a failure to training again (faults.failures.restart_s).")
     checkpoint_every_steps: int = Field(description="Steps between checkpoints: the scenario's, or under auto "
                                         "the interval with the highest expected goodput.")
@@ -331,9 +334,14 @@ class FailureSummary(_Data):
                            "time over the expected wall time per step.")
     expected_s_per_step: float = Field(description="Expected wall seconds per kept step: checkpoints, lost work "
                                        "and restarts included.")
+    job: str = Field("none", description="The job costs counted (job.name: the scenario's job preset).")
+    startup_s: dict[str, float] = Field(default_factory=dict, description="The job's costs before the first step "
+                                        "by name (compile with its micro-batch search, programming, weight_init, "
+                                        "input_priming), seconds; the time to train includes them once.")
     train_steps: int | None = Field(description="Steps of the whole training run (faults.failures.train_steps, "
                                     "or train_tokens over the tokens of a step).")
-    expected_time_to_train_s: float | None = Field(description="Expected wall seconds to train train_steps.")
+    expected_time_to_train_s: float | None = Field(description="Expected wall seconds to train train_steps: the "
+                                                   "job's start-up, the steps, checkpoints, lost work and restarts.")
     run_time_s: float = Field(description="Wall seconds of the simulated steps with their checkpoints and the "
                               "scripted failures (faults.events).")
     timeline: list[RunSpan] = Field(description="The simulated steps on the wall clock: steps, checkpoints, "

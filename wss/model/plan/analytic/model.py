@@ -17,6 +17,7 @@ from wss.model.kernels.cycles import kernel_cycles
 from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.optimizer_costs import OptimizerCost
 from wss.model.machine.wafer_rates import nonweight_flops
+from wss.model.plan.activation_sram import block_input_widths
 from wss.model.plan.activation_store import offload_bytes_per_token
 from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
@@ -24,7 +25,6 @@ from wss.model.plan.analytic.returns import returns_matter
 from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
 from wss.model.plan.analytic.step import StepEstimate, evaluate
 from wss.model.plan.analytic.sweep import Sweeper, columns
-from wss.model.plan.micro_batching import block_input_widths
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, WaferOp

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wss.model.machine.figures import input_bytes_per_sample
+from wss.model.machine.input_rate import input_transfer_s, preparation_samples_per_s
 from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan.activation_store import store_extra_s, store_rates
@@ -64,7 +65,7 @@ class _Step:
     closing: float  # the update term when the step ends the run (with clipping every update, not the first)
     input_wait: float  # waits for the inputs of micro-batches after the first
     held: float  # the wafer's waits for its offloaded block inputs (in the passes)
-    last_micro_batch: float  # the wafer's time on the last micro-batch (its input wait included)
+    last_micro_batch: float  # the wafer's time on the last micro-batch once its input is there
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
 
 
@@ -80,6 +81,11 @@ class _Candidate:
         s = model.scenario
         self.tokens_per_sample = s.seq_len
         self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
+        self.prepare_rate = preparation_samples_per_s(s)
+        # The wafer pays a micro-batch's fixed costs (and a step's, at its first) before it waits for the input,
+        # so they hide under that wait (components/wafer.py).
+        runtime = s.hardware.runtime
+        self.before_input = (runtime.micro_batch_overhead_s, runtime.micro_batch_overhead_s + runtime.step_overhead_s)
         self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
 
     def sweeper(self, m: int) -> Sweeper:
@@ -88,9 +94,8 @@ class _Candidate:
     def input_s(self, m: int) -> float:
         """Transfer time of one micro-batch's input to the wafer."""
         inp = self.model.scenario.hardware.inputs
-        samples = self.micro_batches[m]
-        prepare = samples / inp.samples_per_s if inp.samples_per_s else 0.0
-        return inp.latency_s + max(samples * self.per_sample / inp.bandwidth_Bps, prepare)
+        return inp.latency_s + input_transfer_s(self.micro_batches[m], self.per_sample, inp.bandwidth_Bps,
+                                                self.prepare_rate)
 
     def runs(self, lead: float) -> tuple[list[Sweep], list[float]]:
         """Each micro-batch's sweep, and its wait for input, for a step starting with ``lead``."""
@@ -99,8 +104,9 @@ class _Candidate:
         waits: list[float] = []
         for m in range(len(self.micro_batches)):
             sweeper = self.sweeper(m)
-            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1.
-            wait = max(0.0, self.input_s(m) - runs[-1].duration) if m else 0.0
+            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1 (once m - 1's
+            # input is there); the wafer pays m's fixed cost before it waits.
+            wait = max(0.0, self.input_s(m) - runs[-1].duration - self.before_input[0]) if m else 0.0
             if wait:  # the stream runs ahead and the gradients drain while the wafer waits
                 lead, lag = min(sweeper.first_cap, lead + wait), max(0.0, lag - wait)
             waits.append(wait)
@@ -163,7 +169,7 @@ class _Candidate:
         reads, after = jobs.after_channel(jobs.update_order(self.sched.backward_kernels), n_mb)
         channel += reads
         flash_wait = sum(sw.flash_wait for sw in runs)
-        last = waits[-1] + runs[-1].duration
+        last = runs[-1].duration
         paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
                  math.fsum(sw.paced[2] for sw in runs))
         held = sum(sw.held for sw in runs)
@@ -178,6 +184,7 @@ class _Run:
     opening: _Step
     later: _Step
     input_wait: float  # the first input's transfer (the run's first micro-batch waits for all of it)
+    opening_wait: float  # of which the wafer waits beyond the step's fixed costs, which it pays first
     late_input: float  # how long a later step's first micro-batch waits for its input
     fill_open: float  # the part of the first step's fill not hidden under its input wait
     fill: float  # a later step's fill
@@ -187,21 +194,24 @@ def _run(cand: _Candidate, n_steps: int) -> _Run:
     """The opening step and a later one.
 
     The run's first micro-batch waits for its input while the stream starts: the fill hides
-    under the wait and the stream gets a head start (as far as the buffers allow).  Later
-    steps' first inputs arrive during the previous step.
+    under the wait and the stream gets a head start (as far as the buffers allow); the wafer pays the
+    step's fixed costs before it waits, so only the input's time beyond them adds.  Later steps' first
+    inputs arrive during the previous step.
     """
     way = cand.model.ways[0]
     input_wait = cand.input_s(0)
     cap = cand.sweeper(0).first_cap
     opening = cand.step(min(max(0.0, input_wait - way.fill_s), cap))
     later = cand.step(0.0) if n_steps > 1 else opening
-    # A later step's first input was sent as the wafer began the previous step's last micro-batch;
-    # the wafer waits for it if it takes longer than that micro-batch and the iteration boundary.
-    boundary = later.drain + later.update + later.queue + way.fill_s
+    # A later step's first input was sent as the wafer began the previous step's last micro-batch (once its
+    # input was there); the wafer waits for it if it takes longer than that micro-batch, the iteration boundary
+    # and the step's fixed costs, which the wafer pays before it waits.
+    boundary = later.drain + later.update + later.queue + way.fill_s + cand.before_input[1]
     late_input = max(0.0, input_wait - later.last_micro_batch - boundary) if n_steps > 1 else 0.0
     if late_input:
         later = cand.step(min(late_input, cap))
-    return _Run(opening, later, input_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
+    opening_wait = max(0.0, input_wait - cand.before_input[1])
+    return _Run(opening, later, input_wait, opening_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
 
 
 def _flash_excess(st: _Step, start: float) -> float:
@@ -227,7 +237,7 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
     closing = later if n_steps > 1 else opening  # the run's last step waits for all of its updates
     queue = mean(opening.queue, later.queue) + (closing.closing - closing.update) / n_steps
     flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
-    input_s = mean(run.input_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
+    input_s = mean(run.opening_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
              "flash_excess": flash, "input": input_s, "offload": held}
     breakdown = {
