@@ -61,12 +61,25 @@ def test_folded_layers_give_the_answer_of_every_block_simulated(name):
 
 
 def test_the_benchmark_scenarios_fold_their_blocks():
-    """GPT-3 175B folds its 96 blocks both ways; the optimizer-bound 120T model only its forward passes (its
-    update backlog grows from block to block in the backward passes, which the check refuses)."""
+    """GPT-3 175B folds its 96 blocks both ways; so does the optimizer-bound 120T model with its gradients
+    clipped (the backward passes leave only cheap norm jobs behind, and its updates, stand-ins for the folded
+    blocks' among them, run after the last gradient), but without clipping only its forward passes (its update
+    backlog grows from block to block in the backward passes, which the check refuses)."""
     _, gpt, _, _ = _pair("gpt3_175b")
     assert gpt.plan.layer_runs == (BlockRun(0, 95),) and gpt.plan.layer_directions == ("forward", "backward")
     _, brain, _, _ = _pair("brain_120t")
-    assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward",)
+    assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward", "backward")
+    _, unclipped, _, _ = _pair("brain_120t", **{"training.gradient_clipping": "none"})
+    assert unclipped.folding.layers is not None and unclipped.plan.layer_directions == ("forward",)
+
+
+def test_clipped_updates_of_folded_blocks_are_stood_in_for():
+    """With clipping, the updates run after the step's last gradient; the folded run's stand-ins for the blocks
+    it leaves out make its optimizer as busy as the run that simulates every block."""
+    folded, fc, full, _ = _pair("brain_120t")
+    assert fc.plan.dropped_blocks and fc.plan.scenario.training.gradient_clipping == "global_norm"
+    assert folded.utilisation["memoryx.optimizer"] == pytest.approx(full.utilisation["memoryx.optimizer"], rel=REL)
+    assert folded.step_time_s == pytest.approx(full.step_time_s, rel=REL)
 
 
 def test_block_runs_need_identical_adjacent_blocks():

@@ -64,6 +64,7 @@ _NAMED_UNITS = {
     "wafers": "wafers",
     "shards": "nodes",
     "learning_rate": "",
+    "max_gradient_norm": "",
 }
 
 #: Words written in capitals in titles.

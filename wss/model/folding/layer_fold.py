@@ -266,10 +266,12 @@ def unfold_wafer(wafer: Wafer, program: Sequence[Pass], layers: LayersFold, copi
 
 
 def unfold_jobs(jobs: Sequence[UpdateJob], program: Sequence[Pass], layers: LayersFold) -> None:
-    """Each optimizer job moves with the pass that sent its gradient."""
+    """Each optimizer job moves with the pass that sent its gradient (with global-norm clipping, an update with
+    the pass that sent the step's last one, which released it)."""
     grad_pass = gradient_passes(program)
     for j in jobs:
-        d = layers.shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
+        at = j.released_by if j.released_by is not None else grad_pass[(j.kernel, j.step, j.micro_batch)]
+        d = layers.shift(at)
         j.arrived += d
         j.start += d
         j.end += d

@@ -102,7 +102,8 @@ class KernelRecord(_Data):
     micro_batch: int
     name: str
     layer: str
-    phase: str = Field(description="forward, recompute, backward, accumulate, update or drain")
+    phase: str = Field(description="forward, recompute, backward, accumulate, norm (global-norm clipping), update or "
+                       "drain")
     where: str = Field(description="wafer or memoryx")
     start_s: float
     end_s: float
@@ -439,7 +440,10 @@ class Result(_Data):
     def stands_for(self, record: KernelRecord) -> list[str]:
         """The blocks a record counts for: ``[record.layer]``, or with layer folding, for the records of a block
         standing for folded ones, every block of its run (:class:`LayerFoldRecord`); ``record.repeats`` is
-        then spread evenly over them."""
+        then spread evenly over them.  With global-norm clipping an update runs after the step's last gradient,
+        outside every folded block, and each kernel's (a stand-in's too) has its own record."""
+        if record.phase == "update" and self.scenario.training.gradient_clipping == "global_norm":
+            return [record.layer]
         direction = _FOLD_DIRECTION.get(record.phase, "backward")
         for fold in self.layer_folds or ():
             if fold.layer == record.layer and fold.direction == direction:

@@ -112,8 +112,16 @@ class WaferConfig(Frozen):
     )
     nonweight_efficiency: Real = bounded(
         0.5,
-        description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...).",
+        description="Achieved fraction of the attainable rate for on-wafer non-weight work (attention, norms, "
+        "...): of peak, or of what sram_bandwidth_Bps feeds where that is less.",
         within=EFFICIENCY,
+    )
+    sram_bandwidth_Bps: Real | None = bounded(
+        None,
+        within=Range(1e9, 1e20, "B/s"),
+        description="The wafer's total SRAM bandwidth, bytes/s. Non-weight work reads and writes its operands in "
+        "SRAM, so it runs at most at this over 3 bytes per FLOP (an fp16 multiply-add reads two operands and "
+        "writes one); unset: at peak.",
     )
     power_busy_W: Real | None = _power_busy("one CS-X system", "the whole system: wafer, power supplies, cooling, I/O")
     power_idle_W: Real | None = _power_idle("one CS-X system")

@@ -253,6 +253,7 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         staging_bytes=plan.staging_bytes,
         micro_batches=len(plan.micro_batches),
         kernels=kernels,
+        global_norm=plan.scenario.training.gradient_clipping == "global_norm",
         shards=hw.memoryx.shards,
         power_busy_W=hw.memoryx.power_busy_W,
         power_idle_W=hw.memoryx.power_idle_W,

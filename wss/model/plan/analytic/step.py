@@ -62,6 +62,7 @@ class _Step:
     drain: float
     update: float
     queue: float
+    closing: float  # the update term when the step ends the run (with clipping every update, not the first)
     input_wait: float  # waits for the inputs of micro-batches after the first
     held: float  # the wafer's waits for its offloaded block inputs (in the passes)
     last_micro_batch: float  # the wafer's time on the last micro-batch once its input is there
@@ -117,19 +118,23 @@ class _Candidate:
             lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
         return runs, waits
 
-    def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float]:
-        """The step's drain, the first kernel's own update and the optimizer's queue ahead of it.
+    def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float, float]:
+        """The step's drain, the first kernel's own update, the optimizer's queue ahead of it, and the update
+        term when the step ends the run.
 
         Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
         optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
-        queue); the first kernel's update, the last job, ends the step.
+        queue); the first kernel's update, the last job, ends the step.  With global-norm clipping the
+        last micro-batch's jobs are norm jobs; the updates follow the last of them in the model's order,
+        and the next step's wafer waits for them as far as :meth:`Jobs.clipped_updates` says, the run's
+        last step for all of them.
         """
         jobs, n_mb = self.model.jobs, len(self.micro_batches)
         order = self.sched.backward_kernels
         start = free = arrival = 0.0
         for m, sw in enumerate(runs):
             start += waits[m]
-            kind, index = ("update", n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
+            kind, index = (jobs.last_kind(), n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
             key = (id(sw), kind, index)
             if key not in self._fifo:
                 self._fifo[key] = fifo(sw.arrivals, jobs.services(kind, index, n_mb)[0][order])
@@ -137,11 +142,15 @@ class _Candidate:
             free = max(free, start + lead_in) + total
             arrival = start + last
             start += sw.duration
-        own = float(jobs.services("update", n_mb - 1, n_mb)[0][0])
         drain = arrival - start
+        if jobs.clipped:
+            kernels, starts = self.model.forward_starts(self.recompute, self.micro_batches[0] * self.tokens_per_sample)
+            wait, total = jobs.clipped_updates(n_mb, kernels, starts)
+            return drain, wait, free - arrival, total
+        own = float(jobs.services("update", n_mb - 1, n_mb)[0][0])
         queue = free - arrival - own
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
-        return drain, own, queue
+        return drain, own, queue, own
 
     def step(self, lead: float) -> _Step:
         """One step whose first pass finds ``lead`` seconds of its stream already done."""
@@ -154,17 +163,18 @@ class _Candidate:
         channel = sum(sw.flash for sw in runs)
         acc_read = [jobs.accumulation_reads(m) for m in (0, 1)]
         channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
-        drain, own, queue = self.optimizer(runs, waits)
+        drain, own, queue, closing = self.optimizer(runs, waits)
         # After the channel's last read (the last flash-resident update), the optimizer still writes
         # that kernel and updates the DRAM-resident kernels queued behind it.
-        reads, after = jobs.after_channel(self.sched.backward_kernels, n_mb)
+        reads, after = jobs.after_channel(jobs.update_order(self.sched.backward_kernels), n_mb)
         channel += reads
         flash_wait = sum(sw.flash_wait for sw in runs)
         last = runs[-1].duration
         paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
                  math.fsum(sw.paced[2] for sw in runs))
         held = sum(sw.held for sw in runs)
-        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), held, last, paced)
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, closing, sum(waits), held, last,
+                     paced)
 
 
 @dataclass(frozen=True)
@@ -224,7 +234,8 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
     fill = mean(run.fill_open, run.fill)
     drain = mean(opening.drain, later.drain)
     update = mean(opening.update, later.update)
-    queue = mean(opening.queue, later.queue)
+    closing = later if n_steps > 1 else opening  # the run's last step waits for all of its updates
+    queue = mean(opening.queue, later.queue) + (closing.closing - closing.update) / n_steps
     flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
     input_s = mean(run.opening_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
