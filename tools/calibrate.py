@@ -16,7 +16,11 @@ those values, so the fit can be re-run and audited whenever the model changes::
 hardware.wafer.kernel_efficiency@wse3,hardware.runtime.step_overhead_s
 
 A key with ``@WAFER`` (a wafer preset's name) moves the parameter only in the rows run on that wafer: one value
-per chip generation.
+per chip generation.  An input pipeline's cost (``hardware.input_pipeline.*``) moves only in the rows whose
+pipeline pays it (the rows of that kind)::
+
+    python tools/calibrate.py --on m4 --params hardware.input_pipeline.prepare_s_per_token     # masked tokens
+    python tools/calibrate.py --on m12 --params hardware.input_pipeline.prepare_s_per_sample   # image decoding
 
 The fit minimises the sum of squared log errors of the calibration rows' throughput (a factor of
 two too fast weighs as much as a factor of two too slow) with Nelder-Mead on each parameter's
@@ -68,6 +72,10 @@ KNOWN = {
     "hardware.runtime.kernel_switch_s": Parameter("hardware.runtime.kernel_switch_s", "log"),
     "hardware.wafer.kernel_efficiency": Parameter("hardware.wafer.kernel_efficiency", "logit"),
     "hardware.wafer.nonweight_efficiency": Parameter("hardware.wafer.nonweight_efficiency", "logit"),
+    # The input pipeline's preparation cost of the row's kind (configs/input_pipeline): fit it on a row whose
+    # scenario states its pipeline (--on m4 for masked tokens, --on m12 for image decoding).
+    "hardware.input_pipeline.prepare_s_per_token": Parameter("hardware.input_pipeline.prepare_s_per_token", "log"),
+    "hardware.input_pipeline.prepare_s_per_sample": Parameter("hardware.input_pipeline.prepare_s_per_sample", "log"),
 }
 DEFAULT = ("hardware.runtime.step_overhead_s", "hardware.wafer.kernel_efficiency")
 
@@ -83,6 +91,8 @@ def _for_case(values: dict[str, float], scenario: Scenario) -> dict[str, float]:
     out = {}
     for key, v in values.items():
         field, wafer = _split(key)
+        if field.startswith("hardware.input_pipeline.") and not _shipped(scenario, field):
+            continue  # a cost the row's input pipeline does not pay (another kind, or none stated) stays zero
         if wafer is None or wafer == scenario.hardware.wafer.name:
             out[field] = v
     return out
@@ -154,6 +164,20 @@ def report(cases: Sequence[Case], values: dict[str, float], analytic: bool) -> s
     return "\n".join(lines)
 
 
+def _paced_by_inputs(scenario: Scenario) -> bool:
+    """Does the row state an input pipeline that costs something (it was calibrated on that cost)?"""
+    pipe = scenario.hardware.input_pipeline
+    return bool(pipe.prepare_s_per_sample or pipe.prepare_s_per_token)
+
+
+def _fits(case: Case, keys: Sequence[str]) -> bool:
+    """Is a row marked 'calibrated on' one to fit these keys on?  A row calibrated on its input pipeline's cost
+    fits that cost only, and the other parameters only the rows without one: an input-bound row's rate is its
+    input workers', which tells nothing of the runtime's costs or the wafer's efficiency."""
+    inputs = any(_split(k)[0].startswith("hardware.input_pipeline.") for k in keys)
+    return _paced_by_inputs(_one(case)) == inputs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--params", default=",".join(DEFAULT),
@@ -164,14 +188,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="comma-separated row ids to fit instead of the cases marked 'calibrated on' (e.g. m1,m4,m6)")
     args = ap.parse_args(argv)
     cases = load_cases(CASES)
-    calibration = [c for c in cases if c.spec.calibration == "calibrated on"]
+    keys = [k for k in args.params.split(",") if k]
+    calibration = [c for c in cases if c.spec.calibration == "calibrated on" and _fits(c, keys)]
     if args.on:
         picked = measured_rows(cases, args.on)
         if picked is None:
             print(f"error: --on: rows {args.on!r} do not all name a measured case", file=sys.stderr)
             return 2
         calibration = picked
-    keys = [k for k in args.params.split(",") if k]
     unknown = [k for k in keys if _split(k)[0] not in KNOWN]
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)

@@ -40,8 +40,11 @@ measured training runs 20% (confidence H) or 30% (M); each note says what makes 
 **Calibration.**  Two parameters no public document states were fitted to published measured runs
 (the `measured_*` cases, from ALCF AI Testbed logs) by `python tools/calibrate.py`: the runtime's
 fixed cost per step (`step_overhead_s` in `configs/runtime/cerebras-ws.yaml`) and the fraction of the
-cycle model's ideal that weight kernels achieve (`kernel_efficiency` in `configs/wafer/`).  The cases
-marked *calibrated on* shaped those two values; those marked *held out* did not, and check them.
+cycle model's ideal that weight kernels achieve (`kernel_efficiency` in `configs/wafer/`).  Two input
+pipelines' preparation costs were fitted the same way, each on the one run bound by it
+(`configs/input_pipeline/`: masking tokens on the ESM-2 CS-2 run, checked on the CS-3 run; decoding
+images on the ViT-B/16 run, which has no twin to check it).  The cases marked *calibrated on* shaped
+those values; those marked *held out* did not, and check them.
 A case whose error is understood but not yet closed by the model is marked *gap*: it runs and shows
 its error, its note says what is missing, and it does not fail `wss reproduce`.
 

@@ -45,3 +45,19 @@ def test_the_errors_follow_each_rows_own_value(calibrate):
 def test_an_unknown_parameter_is_refused(calibrate, capsys):
     assert calibrate.main(["--params", "hardware.wafer.no_such_field@wse2", "--analytic"]) == 2
     assert "unknown" in capsys.readouterr().err
+
+
+def test_an_input_pipelines_cost_moves_only_the_rows_that_pay_it(calibrate):
+    """The masked-token cost moves the ESM-2 rows (the one it was fitted on and the one that checks it), not a
+    row without a pipeline nor the image row; the runtime's parameters are fitted on the rows without one."""
+    cases = {c.name.split("_")[1]: c for c in calibrate.load_cases(calibrate.CASES)}
+    key = "hardware.input_pipeline.prepare_s_per_token"
+    values = {key: 1e-6, "hardware.runtime.step_overhead_s": 0.1}
+    assert calibrate._for_case(values, calibrate._one(cases["m4"])) == {key: 1e-6,
+                                                                         "hardware.runtime.step_overhead_s": 0.1}
+    assert key in calibrate._for_case(values, calibrate._one(cases["m5"]))
+    for row in ("m1", "m12"):
+        assert key not in calibrate._for_case(values, calibrate._one(cases[row]))
+    runtime = ["hardware.runtime.step_overhead_s"]
+    assert calibrate._fits(cases["m4"], [key]) and not calibrate._fits(cases["m4"], runtime)
+    assert calibrate._fits(cases["m1"], runtime) and not calibrate._fits(cases["m1"], [key])
