@@ -7,7 +7,10 @@ Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.m
    uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
    most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
    more blocks than the four the first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler settles
-   by its sixth block);
+   by its sixth block); in a folded cluster, the same where the run settled late (the second compared block
+   started from the queues found after the copies, the first did not): GPT-3 175B's tree of SwarmX inboxes,
+   filling from the start of the stream, settles at its fourth forward block once lanes shorten each block's
+   compute, one block after the first compared one;
 2. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
    are simulated in full in the slots where the wafers' micro-batches differ (the plan's ``uneven_slots``),
    when the failed fold lay in one of them: there a wafer with fewer samples may drift ahead of the largest
@@ -66,28 +69,30 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
     # longer than a longer stretch may settle (GPT-3 175B on 63 wafers: some 35 blocks in the backward passes,
     # never in the forward ones, where a link busy without a break drifts against the blocks), so trying would
     # only cost runs.  A wait reaching across copies (no micro-batch) does not settle either.
-    longer = _settled_longer(s, p) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
+    longer = _settled_longer(s, p, first) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
         else None
     while longer is not None:
         log.info("%s: blocks do not repeat (%s): simulating %d blocks at each end of each run of identical ones",
                  s.name, first, max(r.settle for r in longer.layer_runs))
         try:
             return run(longer)
-        except LayerFoldMismatch:
-            longer = _settled_longer(s, longer)
+        except LayerFoldMismatch as exc:
+            longer = _settled_longer(s, longer, exc)
     return _fold_fewer_layers(s, p, run, first)
 
 
-def _settled_longer(s: Scenario, p: Plan) -> Plan | None:
+def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None:
     """The plan with each run of identical blocks simulated half as far again at each end, where that still
-    simulates at most a quarter of the run (a try that fails costs no more than that); None where no run may, or
-    where the wafers are folded.
+    simulates at most a quarter of the run (a try that fails costs no more than that), after its blocks failed to
+    repeat (``exc``); None where no run may, or where the wafers are folded and the run did not settle late.
 
-    Only wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
+    Wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
     between it and the others over several blocks before they go in step.  In a folded cluster the blocks that do
-    not repeat are those where a part falls further behind with every block (brain-120T's optimizer in the
-    backward passes), which no number of blocks settles; trying would only cost runs."""
-    if fold_decision(s)[0] or not p.layer_runs:
+    not repeat are mostly those where a part falls further behind with every block (brain-120T's optimizer in the
+    backward passes), which no number of blocks settles: there the queues after the copies differ from the second
+    compared block's too, and trying would only cost runs.  Where they do not (``exc.settled_late``), the run
+    settled within the stretch, only later than its first compared block."""
+    if not p.layer_runs or (fold_decision(s)[0] and not exc.settled_late):
         return None
     runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
                  for r in p.layer_runs)

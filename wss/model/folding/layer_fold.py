@@ -90,11 +90,17 @@ class FoldPoint:
 class LayerFoldMismatch(FoldMismatch):
     """Folded blocks do not give the real run's answer: a fold point's blocks do not repeat (``direction`` says in
     which passes, "forward" or "backward", and ``micro_batch`` in which micro-batch), or a wait reaches across
-    copies (``direction`` "", ``micro_batch`` None)."""
+    copies (``direction`` "", ``micro_batch`` None).
 
-    def __init__(self, message: str, direction: str, micro_batch: int | None = None):
-        super().__init__(message, direction, micro_batch)  # all in args: SimPy re-raises a process's exception
+    ``settled_late``: the first compared block started from other queues than the second, while the second's were
+    those after the copies: the run settled, one block or more after the stretch simulated to let it settle, rather
+    than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`)."""
+
+    def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False):
+        # All in args: SimPy re-raises a process's exception.
+        super().__init__(message, direction, micro_batch, settled_late)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
+        self.settled_late = settled_late
 
     def __str__(self) -> str:
         return self.message
@@ -187,8 +193,10 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
     where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
     for x, y in ((sa, sb), (sb, sc)):
         if not same_state(x.state, y.state, p_bc):
+            late = x is sa and same_state(sb.state, sc.state, p_bc)
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
-                                    f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch)
+                                    f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch,
+                                    settled_late=late)
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
                                 fp.micro_batch)
