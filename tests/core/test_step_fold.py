@@ -188,3 +188,18 @@ def test_report_totals_say_what_was_folded():
     folded, _ = _pair("gpt3-125m x 20")
     text = format_totals(folded)
     assert "step 3's records count x16, for steps 3-18; micro-batch 3's records count x4, for micro-batches 3-6" in text
+
+
+def test_transfers_left_compare_to_the_rounding_of_their_clock():
+    """Bytes left of a transfer are its end less a clock advanced by time x rate: read a period apart, equal
+    states differ by the clock's rounding times the rate (BERT-large in micro-batches of 8: 169,420.6230 vs
+    169,420.6232 bytes of a DRAM transfer, a relative 1.3e-9).  Within what the bandwidth moves in 1e-9 of the period
+    they are the same; beyond it, or with no rate given, only to a relative 1e-9."""
+    from wss.model.folding.fold import same_state
+
+    a, b = (169420.62298198044,), (169420.6232059002,)
+    period = 0.0111
+    assert same_state({"dram": Held(a, "transfers", 1.0e12)}, {"dram": Held(b, "transfers", 1.0e12)}, period)
+    assert not same_state({"dram": Held(a, "transfers")}, {"dram": Held(b, "transfers")}, period)
+    far = (a[0] + 2 * 1e-9 * period * 1.0e12,)
+    assert not same_state({"dram": Held(a, "transfers", 1.0e12)}, {"dram": Held(far, "transfers", 1.0e12)}, period)

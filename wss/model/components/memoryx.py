@@ -211,7 +211,7 @@ class MemoryX:
         staged = self.staging.level if self.staging is not None else 0.0
         return {f"{self.name}.grad_inbox": Held(len(self.grad_inbox.items)),
                 f"{self.name}.staged": Held(staged, "relative"),
-                f"{self.name}.dram": Held(self.dram.remaining(), "transfers")}
+                f"{self.name}.dram": Held(self.dram.remaining(), "transfers", self.dram.bandwidth_Bps)}
 
     def connect(self, out: Inlet) -> None:
         """Wire where the weight chunks go: the root of the tree (``SwarmX.root``)."""

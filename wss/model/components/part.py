@@ -35,8 +35,10 @@ Process = Generator[simpy.Event, Any, None]
 
 #: How one entry of a part's state must agree at two fold points (:func:`wss.model.folding.fold.same_state`):
 #: ``exact`` equal (a count of chunks, jobs or block inputs); ``relative`` equal to a relative 1e-9 (a level in
-#: bytes); ``transfers`` as many transfers under way, each with the same bytes left to a relative 1e-9; ``period``
-#: a time within 1e-9 of the compared period (the running job's time left).
+#: bytes); ``transfers`` as many transfers under way, each with the same bytes left to a relative 1e-9, or to what
+#: the entry's ``rate`` moves in 1e-9 of the compared period (bytes left are worked out from the clock, so they
+#: carry its rounding times the rate, as a running job's time left does); ``period`` a time within 1e-9 of the
+#: compared period (the running job's time left).
 Tolerance = Literal["exact", "relative", "transfers", "period"]
 
 
@@ -46,6 +48,8 @@ class Held:
 
     value: Any
     tolerance: Tolerance = "exact"
+    #: For ``transfers``: the bytes per second the transfers under way move at, together (0: compared relatively).
+    rate: float = 0.0
 
 
 class Part(Protocol):

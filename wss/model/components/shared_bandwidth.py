@@ -73,7 +73,7 @@ class SharedBandwidth:
 
     def state(self) -> dict[str, Held]:
         """The bytes left of each transfer under way."""
-        return {self.name + ".transfers": Held(self.remaining(), "transfers")}
+        return {self.name + ".transfers": Held(self.remaining(), "transfers", self.bandwidth_Bps)}
 
     @property
     def in_progress(self) -> int:
