@@ -45,3 +45,53 @@ def test_the_errors_follow_each_rows_own_value(calibrate):
 def test_an_unknown_parameter_is_refused(calibrate, capsys):
     assert calibrate.main(["--params", "hardware.wafer.no_such_field@wse2", "--analytic"]) == 2
     assert "unknown" in capsys.readouterr().err
+
+
+def test_more_parameters_than_half_the_rows_are_refused(calibrate, capsys):
+    keys = "hardware.runtime.step_overhead_s,hardware.wafer.kernel_efficiency@wse2"
+    assert calibrate.main(["--on", "m7,m8,m10", "--params", keys, "--analytic"]) == 2
+    assert "at most half" in capsys.readouterr().err
+    assert calibrate.too_many(keys.split(","), 4) is None
+
+
+def test_a_release_parameter_is_fitted_on_its_releases_rows_only(calibrate):
+    cases = calibrate.load_cases(calibrate.CASES)
+    rows = [c for c in cases if calibrate.row_label(c) in ("M7", "M8", "M2", "M9")]
+    gs = calibrate.groups(["hardware.wafer.kernel_efficiency@wse2", "hardware.runtime.compute_efficiency@R1.8",
+                           "hardware.runtime.compute_efficiency@R1.7"], rows)
+    by_release = {g.release: sorted(calibrate.row_label(c) for c in g.rows) for g in gs}
+    assert by_release == {None: ["M7", "M8"], "r1.7": ["M9"], "r1.8": ["M2"]}
+    m2 = next(c for c in rows if calibrate.row_label(c) == "M2")
+    m8 = next(c for c in rows if calibrate.row_label(c) == "M8")
+    values = {"hardware.runtime.compute_efficiency@R1.8": 0.5}
+    assert calibrate._for_case(values, calibrate._one(m2)) == {"hardware.runtime.compute_efficiency": 0.5}
+    assert calibrate._for_case(values, calibrate._one(m8)) == {}
+
+
+def test_the_only_row_of_a_release_is_predicted_by_the_newest_release(calibrate):
+    """Leave-one-out of a release's only row cannot refit its factor: the prediction is the newest release's."""
+    cases = calibrate.load_cases(calibrate.CASES)
+    m2 = [c for c in cases if calibrate.row_label(c) == "M2"]
+    (g,) = [g for g in calibrate.groups(["hardware.runtime.compute_efficiency@R1.8"], m2) if g.release]
+    values = {"hardware.runtime.compute_efficiency@R1.8": 0.6}
+    loo = calibrate.leave_one_out([g], values, True, cases)
+    error, newest = loo[m2[0].name]
+    assert newest
+    assert error == pytest.approx(calibrate.error_of(m2[0], {"hardware.runtime.compute_efficiency@R1.8": 1.0}, True))
+
+
+def test_write_puts_each_value_in_its_preset(calibrate, tmp_path, monkeypatch):
+    import shutil
+
+    for kind in ("wafer", "runtime"):
+        shutil.copytree(REPO / "configs" / kind, tmp_path / "configs" / kind)
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    calibrate.write({"hardware.runtime.step_overhead_s": 0.05, "hardware.runtime.compute_efficiency@R1.8": 0.61,
+                     "hardware.wafer.kernel_efficiency@wse3": 0.33})
+    runtime = tmp_path / "configs" / "runtime"
+    for name in ("cerebras-ws", "cerebras-ws-r1.7", "cerebras-ws-r1.8", "cerebras-ws-r1.9"):
+        assert "step_overhead_s: 0.05 " in (runtime / f"{name}.yaml").read_text()
+    assert "compute_efficiency: 0.61 " in (runtime / "cerebras-ws-r1.8.yaml").read_text()
+    assert "compute_efficiency: 0.61" not in (runtime / "cerebras-ws-r1.7.yaml").read_text()
+    assert "step_overhead_s: 0.0\n" in (runtime / "ideal.yaml").read_text()  # no release: untouched
+    assert "kernel_efficiency: 0.33 " in (tmp_path / "configs" / "wafer" / "wse3.yaml").read_text()

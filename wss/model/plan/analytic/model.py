@@ -16,6 +16,7 @@ import numpy as np
 from wss.model.kernels.cycles import kernel_cycles
 from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.optimizer_costs import OptimizerCost
+from wss.model.machine.release_rates import release_wafer
 from wss.model.plan.activation_store import offload_bytes_per_token
 from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
@@ -106,7 +107,7 @@ class StepModel:
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
         if tokens not in self._kernel_s:
-            wafer = self.scenario.hardware.wafer
+            wafer = release_wafer(self.scenario.hardware)
             cycles = []
             for k in self._cycle_classes:
                 kp = self.kernels[k]
@@ -122,7 +123,7 @@ class StepModel:
         starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks."""
         sched = self.schedule(recompute)
         kf, kb = self.kernel_seconds(tokens)
-        wafer = self.scenario.hardware.wafer
+        wafer = release_wafer(self.scenario.hardware)
         rate = wafer.peak_flops * wafer.nonweight_efficiency
         f = self._op_flops * tokens
         backward = sched.phase == 2
