@@ -209,7 +209,8 @@ def _start(key: str, rows: Sequence[Case], everything: Sequence[Case]) -> float:
 
 
 def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything: Sequence[Case],
-              log: Callable[[str], None] = lambda _: None, start: dict[str, float] | None = None) -> dict[str, float]:
+              log: Callable[[str], None] = lambda _: None, start: dict[str, float] | None = None,
+              xtol: float = 1e-3) -> dict[str, float]:
     """The group's values minimising its rows' squared log errors, the others held at ``fixed``; the search
     starts from ``start`` (else the shipped values)."""
     params = group.params
@@ -227,7 +228,7 @@ def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything:
 
     x0 = np.array([p.to_x((start or {}).get(p.key) or _start(p.key, group.rows, everything)) for p in params])
     # A trust-region least-squares fit: a handful of Jacobians, each one evaluation per parameter and row.
-    res = least_squares(residuals, x0, diff_step=1e-3, xtol=1e-3, ftol=1e-6)
+    res = least_squares(residuals, x0, diff_step=1e-3, xtol=xtol, ftol=1e-6)
     return {p.key: float(f"{p.from_x(float(x)):.2g}") for p, x in zip(params, res.x)}
 
 
@@ -248,10 +249,12 @@ def leave_one_out(gs: Sequence[Group], values: dict[str, float], analytic: bool,
         for case in g.rows:
             rest = Group(g.params, tuple(c for c in g.rows if c is not case), g.release)
             fixed = {k: v for k, v in values.items() if all(k != p.key for p in g.params)}
-            refit = {**fixed, **fit_group(rest, fixed, analytic, everything, start=values)}
+            # From the full fit's values, to the precision the values are given in (two digits).
+            refit = {**fixed, **fit_group(rest, fixed, analytic, everything, start=values, xtol=1e-2)}
             if any(math.isnan(v) for v in refit.values()):
                 continue  # a parameter only this row sets, with no neutral value: no prediction
             out[case.name] = (error_of(case, refit, analytic), not rest.rows)
+            print(f"  leave out {row_label(case)}: {math.exp(out[case.name][0]) - 1:+.1%}", flush=True)
     return out
 
 
