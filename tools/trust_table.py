@@ -31,6 +31,8 @@ def _params(scenario: Any) -> int:
 
 
 def _size(n: float) -> str:
+    if n >= 1e12:
+        return f"{n / 1e12:.3g}T"
     return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
 
 
@@ -64,7 +66,8 @@ def measured_table(outcomes: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
         regimes.append(r)
         tol = o.case.spec.tolerance or 0.0
         within = "within" if abs(o.error) <= tol else "outside"
-        out.append(f"| {_label(o.case.name)} | {scenario.workload.model.name} | {_size(r['params'])} | {r['seq']} | "
+        model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
+        out.append(f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
                    f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {r['input']} | "
                    f"{o.error:+.1%} | ±{tol:.0%} ({within}) | {_role(o)} |")
     return "\n".join(out), regimes
