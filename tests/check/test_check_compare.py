@@ -37,7 +37,7 @@ from wss.studies.check import (
     scenario_hash,
 )
 
-SLOW_CLOCK = {"hardware.wafer.clock_Hz": 4.265e8}  # half the WSE-2 clock
+SLOW_CLOCK = {"hardware.wafer.clock_Hz": 4.25e8}  # half the WSE-2 clock (850 MHz)
 
 
 def _simulate(overrides=None):

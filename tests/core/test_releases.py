@@ -56,9 +56,11 @@ def test_an_unknown_release_names_the_file_and_the_field(tmp_path):
     assert "cerebras-ws-r1.7" in text  # the known releases are listed
 
 
-def test_the_release_fields_are_serialised_only_when_set():
-    s = wss.load_scenario(_raw({"preset": "ideal"}))
-    dumped = s.hardware.runtime.model_dump()
-    assert "release" not in dumped and "compute_efficiency" not in dumped
-    old = wss.load_scenario(_raw({"preset": "cerebras-ws-r1.8"})).hardware.runtime.model_dump()
-    assert old["release"] == "R1.8" and old["compute_efficiency"] < 1
+def test_a_resolved_scenario_reloads_with_its_own_release():
+    """The release fields are always written, so a resolved scenario with a runtime of another release than its
+    cluster's preset does not pick up the preset's label or factor when it is loaded again."""
+    s = wss.load_scenario({"hardware": {"preset": "cs2-cluster", "runtime": {"preset": "ideal"}},
+                           "workload": {"model": "gpt-2-small"}, "training": {"global_batch": 8, "seq_len": 128}})
+    assert s.hardware.runtime.release is None
+    again = wss.load_scenario(s.model_dump())
+    assert again.hardware.runtime == s.hardware.runtime

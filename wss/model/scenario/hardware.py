@@ -262,15 +262,14 @@ class RuntimeConfig(Frozen):
         None,
         description="The software release these figures describe (e.g. 'R1.8'): a label that the shipped presets "
         "set; the timing follows the fields below. Choose a release with hardware.runtime: <preset> (wss presets "
-        "lists them). Serialised only when given.",
+        "lists them).",
     )
     compute_efficiency: Real = bounded(
         1.0,
         within=EFFICIENCY,
         description="Achieved fraction of the newest release's rate on the wafer's work: weight kernels and "
         "non-weight ops take 1/compute_efficiency as long (an older release's compiled program on the same chip). "
-        "1.0: the newest release, whose chip-level fraction is the wafer's kernel_efficiency. Serialised only when "
-        "not 1.",
+        "1.0: the newest release, whose chip-level fraction is the wafer's kernel_efficiency.",
     )
     kernel_switch_s: Real = bounded(
         0.0,
@@ -293,17 +292,6 @@ class RuntimeConfig(Frozen):
     def is_ideal(self) -> bool:
         """No fixed cost at all."""
         return not (self.kernel_switch_s or self.micro_batch_overhead_s or self.step_overhead_s)
-
-    @model_serializer(mode="wrap")
-    def _omit_newest_release(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Left at their defaults, the release fields are not written, so runtimes given field by field keep
-        # their scenario hash.
-        data = handler(self)
-        if self.release is None:
-            data.pop("release", None)
-        if self.compute_efficiency == 1.0:
-            data.pop("compute_efficiency", None)
-        return data
 
 
 class ActivationStoreConfig(Frozen):
