@@ -11,6 +11,8 @@ times the cases that make classes differ:
 * ``unfolded, 1 straggler``: wafer 17 computes 1.1x slower (its path and its siblings apart);
 * ``unfolded, uneven shards``: 8 more samples than 8 per wafer, so wafers 0-7 have 9;
 * ``unfolded, 1 slow edge``: the root's edge ``swarmx.l1.1`` at half rate;
+* ``unfolded, 1 node down``: the second node of the level above the wafers (``swarmx.l<D>.n1``) out of service,
+  its wafers cut off and the batch split over the others (uneven shards);
 * with ``--apart``, ``unfolded, every wafer apart`` (``wafer_classes: false``: one process per wafer and
   per edge, what jitter needs since it draws a factor per wafer); minutes at 192 wafers.
 
@@ -58,6 +60,7 @@ def _cases(wafers: int, apart: bool) -> list[tuple[str, list[str]]]:
     size = [f"hardware.wafers={wafers}", f"training.global_batch={8 * wafers}"]
     unfolded = [*size, "simulation.fold_wafers=false"]
     straggler = min(17, wafers - 1)
+    depth = wss.load_scenario(SCENARIO).hardware.swarmx.levels(wafers)
     cases = [
         ("folded", [*size, "simulation.fold_wafers=true"]),
         ("folded, every block", [*size, "simulation.fold_wafers=true"]),
@@ -65,6 +68,7 @@ def _cases(wafers: int, apart: bool) -> list[tuple[str, list[str]]]:
         ("unfolded, 1 straggler", [*unfolded, f"faults.stragglers=[{{wafer: {straggler}, slowdown: 1.1}}]"]),
         ("unfolded, uneven shards", [*unfolded, f"training.global_batch={8 * wafers + 8}"]),
         ("unfolded, 1 slow edge", [*unfolded, "faults.links=[{edge: swarmx.l1.1, bandwidth_factor: 0.5}]"]),
+        ("unfolded, 1 node down", [*unfolded, f"faults.nodes=[{{node: swarmx.l{depth}.n1}}]"]),
     ]
     if apart:
         cases.append(("unfolded, every wafer apart", [*unfolded, "simulation.wafer_classes=false"]))
@@ -80,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds, events = run_simpy_loop(100_000)
     base = events / seconds
     print(f"bare SimPy baseline: {base:,.0f} events/s")
+    print("(a slow MemoryX shard does not set wafers apart: it runs folded, as the folded case)")
     print(f"{'GPT-3 175B, 1 step, ' + str(args.wafers) + ' wafers':<34} {'wall s':>10} {'events':>12} "
           f"{'events/s':>12} {'vs baseline':>12} {'step s':>12} {'/ folded':>9}")
     walls: dict[str, float] = {}

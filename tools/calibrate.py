@@ -8,7 +8,8 @@ fitted, those marked ``held out`` only checked.  The refit, after any change to 
 
     python tools/calibrate.py --write     # fit DEFAULT on the 'calibrated on' rows, write configs/, report
 
-then re-record the baselines and regenerate the generated docs (docs/validation.md says how).  Other uses::
+``python tools/refit.py`` runs it and then re-records the baselines and regenerates the generated docs: the
+whole refit, one command.  Other uses::
 
     python tools/calibrate.py                 # fit and report; configs/ untouched
     python tools/calibrate.py --at            # no fit: every row's error at the shipped values
@@ -18,8 +19,14 @@ then re-record the baselines and regenerate the generated docs (docs/validation.
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
 value per chip generation.  A key ``FIELD@RELEASE`` (e.g. ``@R1.8``, a runtime preset's ``release``)
 moves it only in that release's rows and is fitted on that release's rows alone, after the other
-parameters are fitted on the rows of the releases no key names.  The script refuses to fit more
-parameters than half the rows it fits them on.
+parameters are fitted on the rows of the releases no key names.  An input pipeline's preparation cost
+(``hardware.input_pipeline.*``) moves only in the rows whose pipeline pays it (the rows of that kind) and is
+fitted on those rows alone, after the rest; the other parameters are fitted on the rows without a costed
+pipeline (an input-bound row's rate is its input workers', which tells nothing of the runtime or the wafer)::
+
+    python tools/calibrate.py --on m4,m7,m8 --params hardware.input_pipeline.prepare_s_per_token   # masked tokens
+
+The script refuses to fit more parameters than half the rows it fits them on.
 
 It prints, per row, its error at the fitted values and its leave-one-out error: the error when the row is
 left out of the fit (its group refitted without it) and then predicted.  A release parameter that only
@@ -81,12 +88,19 @@ KNOWN = {
     "hardware.runtime.compute_efficiency": Parameter("hardware.runtime.compute_efficiency", "logit"),
     "hardware.wafer.kernel_efficiency": Parameter("hardware.wafer.kernel_efficiency", "logit"),
     "hardware.wafer.nonweight_efficiency": Parameter("hardware.wafer.nonweight_efficiency", "logit"),
+    # The input pipeline's preparation cost of the row's kind (configs/input_pipeline), fitted on the rows whose
+    # scenario states a pipeline that pays it (M4 for masked tokens, M12 for image decoding).
+    "hardware.input_pipeline.prepare_s_per_token": Parameter("hardware.input_pipeline.prepare_s_per_token", "log"),
+    "hardware.input_pipeline.prepare_s_per_sample": Parameter("hardware.input_pipeline.prepare_s_per_sample", "log"),
 }
+INPUTS = "hardware.input_pipeline."
+
 #: A parameter's value that says "as the newest release": a release parameter's prediction when no row is left
 #: to fit it (leave-one-out of the only row of its release).
 NEUTRAL = {"hardware.runtime.compute_efficiency": 1.0}
 #: What the refit moves: the newest release's fixed cost per step, each chip's achieved kernel efficiency,
-#: and each older release's achieved fraction of the newest release's rate (one row each).
+#: each older release's achieved fraction of the newest release's rate (one row each), and the two costed
+#: input pipelines' preparation costs (one input-bound row each).
 DEFAULT = (
     "hardware.runtime.step_overhead_s",
     "hardware.wafer.kernel_efficiency@wse2",
@@ -94,6 +108,8 @@ DEFAULT = (
     "hardware.runtime.compute_efficiency@R1.7",
     "hardware.runtime.compute_efficiency@R1.8",
     "hardware.runtime.compute_efficiency@R1.9",
+    "hardware.input_pipeline.prepare_s_per_token",
+    "hardware.input_pipeline.prepare_s_per_sample",
 )
 #: Rows whose published setting is uncertain: each reading (label, scenario overrides) is shown.  M6: the log
 #: gives neither the sequence length nor a configuration file; 4,096 is Llama-2's context, 2,048 the other
@@ -124,9 +140,17 @@ def _for_case(values: dict[str, float], scenario: Scenario) -> dict[str, float]:
     out = {}
     for key, v in values.items():
         field, sel = _split(key)
+        if field.startswith(INPUTS) and not _shipped(scenario, field):
+            continue  # a cost the row's input pipeline does not pay (another kind, or none stated) stays zero
         if sel is None or _selects(sel, scenario):
             out[field] = v
     return out
+
+
+def _paced_by_inputs(scenario: Scenario) -> bool:
+    """Does the row state an input pipeline that costs something (it is calibrated on that cost)?"""
+    pipe = scenario.hardware.input_pipeline
+    return bool(pipe.prepare_s_per_sample or pipe.prepare_s_per_token)
 
 
 def _shipped(scenario: Scenario, key: str) -> float:
@@ -183,19 +207,30 @@ class Group:
 
     params: tuple[Parameter, ...]
     rows: tuple[Case, ...]
-    release: str | None  # None: the rows of the releases no key names
+    release: str | None  # None: the rows of the releases no key names (or an input pipeline's cost)
+
+
+def _pays(case: Case, field: str) -> bool:
+    """Does the row's input pipeline pay this preparation cost (its shipped value is not zero)?"""
+    return bool(_shipped(_one(case), field))
 
 
 def groups(keys: Sequence[str], calibration: Sequence[Case]) -> list[Group]:
-    """The base group (plain and ``@wafer`` keys, on the rows of unnamed releases), then one group per release."""
+    """The base group (plain and ``@wafer`` keys, on the rows of unnamed releases), then one group per release,
+    then one per input pipeline's cost.  Rows bound by a costed input pipeline fit only that cost."""
     params = [Parameter(k, KNOWN[_split(k)[0]].scale) for k in keys]
-    release = {c.name: (_release(_one(c)) or "").lower() for c in calibration}
+    inputs = [p for p in params if p.key.startswith(INPUTS)]
+    params = [p for p in params if not p.key.startswith(INPUTS)]
+    step_rows = [c for c in calibration if not _paced_by_inputs(_one(c))]
+    release = {c.name: (_release(_one(c)) or "").lower() for c in step_rows}
     named = {(_split(p.key)[1] or "").lower() for p in params} & set(release.values())
     base = tuple(p for p in params if (_split(p.key)[1] or "").lower() not in named)
-    out = [Group(base, tuple(c for c in calibration if release[c.name] not in named), None)]
+    out = [Group(base, tuple(c for c in step_rows if release[c.name] not in named), None)]
     for rel in sorted(named):
         out.append(Group(tuple(p for p in params if (_split(p.key)[1] or "").lower() == rel),
-                         tuple(c for c in calibration if release[c.name] == rel), rel))
+                         tuple(c for c in step_rows if release[c.name] == rel), rel))
+    for p in inputs:
+        out.append(Group((p,), tuple(c for c in calibration if _pays(c, p.key)), None))
     return out
 
 
@@ -299,24 +334,36 @@ def _role(case: Case, fitted: set[str]) -> str:
     return case.spec.calibration or "-"
 
 
-def _targets(key: str) -> list[Path]:
-    """The preset files a fitted key lives in: its wafer's, its release's, or every runtime preset's."""
+def _preset_kind(path: Path) -> str | None:
+    m = re.search(r"^kind:\s*(\S+)", path.read_text(), re.M)
+    return m.group(1) if m else None
+
+
+def _targets(key: str, rows: Sequence[Case] = ()) -> list[Path]:
+    """The preset files a fitted key lives in: its wafer's, its release's, every runtime preset's, or the input
+    pipeline preset of the kind of the rows that pay it."""
     field, sel = _split(key)
-    kind = field.split(".")[1]  # wafer | runtime
+    kind = field.split(".")[1]  # wafer | runtime | input_pipeline
     folder = ROOT / "configs" / kind
     files = sorted(folder.glob("*.yaml"))
     if kind == "wafer":
         return [folder / f"{sel}.yaml"] if sel else files
+    if kind == "input_pipeline":
+        kinds = {_one(c).hardware.input_pipeline.kind for c in rows if _pays(c, field)}
+        return [p for p in files if _preset_kind(p) in kinds]
     releases = {p: re.search(r"^release:\s*\"?([^\s\"#]+)", p.read_text(), re.M) for p in files}
     return [p for p, m in releases.items() if m and (sel is None or m.group(1).lower() == sel.lower())]
 
 
-def write(values: dict[str, float]) -> list[str]:
-    """Put the fitted values into configs/ (each preset file's ``field: value`` line; its comment stays)."""
+def write(values: dict[str, float], rows: Sequence[Case] = ()) -> list[str]:
+    """Put the fitted values into configs/ (each preset file's ``field: value`` line; its comment stays).
+    ``rows``: the rows the values were fitted on (an input pipeline's cost goes to the preset of their kind)."""
     changed = []
     for key, v in values.items():
+        if not math.isfinite(v):
+            raise ValueError(f"{key}: no row fitted it (nothing written)")
         name = _split(key)[0].rsplit(".", 1)[-1]
-        for path in _targets(key):
+        for path in _targets(key, rows):
             text = path.read_text()
             new, n = re.subn(rf"^({name}:\s*)[^\s#]+", rf"\g<1>{v:g}", text, count=1, flags=re.M)
             if n == 0:
@@ -392,7 +439,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {k}: {v:g}")
         loo = leave_one_out(gs, values, True, cases)
         if args.write:
-            for line in write(values):
+            try:
+                lines = write(values, calibration)
+            except ValueError as exc:
+                print(f"error: --write: {exc}", file=sys.stderr)
+                return 2
+            for line in lines:
                 print(f"wrote {line}")
     print(report(cases, values, args.analytic, loo, calibration if not args.at else ()))
     print("LOO: the row's error when it is left out of the fit; * the only row of its release (the newest "

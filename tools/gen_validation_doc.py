@@ -43,10 +43,13 @@ measured training runs 20% (confidence H) or 30% (M); each note says what makes 
 the newest release's fixed cost per step (`step_overhead_s` in `configs/runtime/cerebras-ws.yaml`), each
 chip's achieved fraction of the cycle model's ideal on weight kernels (`kernel_efficiency` in
 `configs/wafer/`), and each early release's achieved fraction of the newest release's rate
-(`compute_efficiency` in `configs/runtime/cerebras-ws-r1.*.yaml`, one row each).  The cases marked
-*calibrated on* shaped those values; those marked *held out* did not, and check them.  The refit after a
-change to a mechanism is one command, `python tools/calibrate.py --write` (it prints every row's error and
-leave-one-out error); then re-record the baselines and regenerate this page.
+(`compute_efficiency` in `configs/runtime/cerebras-ws-r1.*.yaml`, one row each).  Two input pipelines'
+preparation costs were fitted the same way, each on the one run bound by it (`configs/input_pipeline/`:
+masking tokens on the ESM-2 CS-2 run, checked on the CS-3 run; decoding images on the ViT-B/16 run, which
+has no twin to check it).  The cases marked *calibrated on* shaped those values; those marked *held out*
+did not, and check them.  The refit after a change to a mechanism is one command, `python tools/refit.py`:
+it fits and writes the values, prints every row's error and leave-one-out error, re-records the baselines
+and regenerates the generated docs, this page among them.
 A case whose error is understood but not yet closed by the model is marked *gap*: it runs and shows
 its error, its note says what is missing, and it does not fail `wss reproduce`.
 

@@ -67,7 +67,7 @@ def test_regression_fails_with_the_table(project: pytest.Pytester):
     result = project.runpytest(*PLUGIN)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*wss timing of scenarios/fc_mnist.yaml regressed (2 of 37 metrics beyond tolerance):*",
+        "*wss timing of scenarios/fc_mnist.yaml regressed (2 of 38 metrics beyond tolerance):*",
         "*metric*baseline*now*change*tolerance*verdict*",
         "*samples_per_s *-50.00%*±1%*REGRESSED*",
         "*step_time_s *+100.00%*±1%*REGRESSED*",
@@ -85,14 +85,14 @@ def test_update_returns_the_comparison_with_the_new_baseline_and_lists_what_move
     project.makepyfile(test_inner_timing="""
 def test_fc_mnist(wss_timing):
     comparison = wss_timing.check("scenarios/fc_mnist.yaml", rtol=0.01)
-    assert comparison.ok and not comparison.notable and len(comparison.rows) == 37
+    assert comparison.ok and not comparison.notable and len(comparison.rows) == 38
     assert comparison.scenario.endswith("fc_mnist.yaml")
 """)
     result = project.runpytest(*PLUGIN, "--wss-update-baselines")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*wss timing*",
-        f"updated {_baseline(project)} (1 of 37 metrics moved beyond tolerance)",
+        f"updated {_baseline(project)} (1 of 38 metrics moved beyond tolerance)",
         "*step_time_s *+100.00%*",
     ])
     project.runpytest(*PLUGIN).assert_outcomes(passed=1)

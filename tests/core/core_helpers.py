@@ -56,10 +56,13 @@ def scenario_dict(
         # costs have their own tests, which set hardware.runtime).
         "hardware": {"preset": "cs2-cluster", "wafers": wafers, "runtime": {"preset": "ideal"}},
         "workload": {"model": model if model is not None else dense_model(256, 256)},
+        # Unclipped gradients: the closed forms here follow each update as its gradient arrives (clipping has
+        # its own tests, tests/core/test_gradient_clipping.py).
         "training": {
             "global_batch": global_batch if global_batch is not None else wafers,
             "optimizer": optimizer,
             "steps": steps,
+            "gradient_clipping": "none",
         },
     }
     return deep_merge(base, over)

@@ -11,6 +11,7 @@ from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.ladder import run_folded
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.plan import Plan, make_plan
+from wss.model.plan.layer_runs import BlockRun
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 
@@ -51,6 +52,53 @@ def test_blocks_failing_one_direction_fold_the_other_in_a_one_step_run():
     assert len(tried) == 2
     assert answer.layer_directions == tuple(d for d in p.layer_directions if d != failed)
     assert answer.layer_runs == p.layer_runs
+
+
+def _straggler() -> tuple[wss.Scenario, Plan]:
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml",
+                          ["training.steps=1", "faults.stragglers=[{wafer: 5, slowdown: 1.1}]"])
+    return s, make_plan(s, fold_layers=True)
+
+
+def test_wafers_apart_settle_longer_before_folding_less():
+    """Wafers simulated apart (a straggler) whose blocks do not repeat: six blocks at each end, then nine (of 96:
+    at most a quarter of the run simulated), and only then the rungs from the plan as it was (one direction)."""
+    s, p = _straggler()
+    assert p.layer_runs == (BlockRun(0, 95),)
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", 0))
+    answer = run_folded(s, None, p, run)
+    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=6),)
+    assert answer.layer_directions == p.layer_directions
+    tried, run = _failing(3, LayerFoldMismatch("blocks differ", "forward", 0))
+    answer = run_folded(s, None, p, run)
+    assert [q.layer_runs[0].settle for q in tried] == [4, 6, 9, 4]
+    assert answer.layer_runs == p.layer_runs and answer.layer_directions == ("backward",)
+    # a wait reaching across copies (no micro-batch named) is no matter of settling
+    tried, run = _failing(1, LayerFoldMismatch("a wait across copies", ""))
+    run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, ()]
+
+
+def test_uneven_slots_go_straight_to_their_rung():
+    """Blocks that fail in an uneven slot are simulated in full there, with four at each end elsewhere: uneven
+    wafers drift apart for longer than a longer stretch may settle, so no longer one is tried."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["hardware.wafers=63"])
+    p = make_plan(s, fold_layers=True)
+    (slot,) = p.uneven_slots
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", slot))
+    answer = run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, p.layer_runs]
+    assert answer.blocks_unfolded_in == {slot}
+
+
+def test_folded_wafers_do_not_settle_longer():
+    """In a folded cluster blocks that do not repeat fall further behind block after block (brain-120T's optimizer):
+    no longer stretch is tried."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["training.steps=1"])
+    p = make_plan(s, fold_layers=True)
+    tried, run = _failing(1, LayerFoldMismatch("blocks differ", "backward"))
+    run_folded(s, None, p, run)
+    assert [q.layer_runs[0].settle for q in tried] == [4, 4]
 
 
 def test_a_failure_on_the_last_rung_is_raised():

@@ -25,8 +25,10 @@ from wss.errors import ScenarioError
 
 
 def _raw(steps: int = 1, **failures) -> dict:
+    """A scenario with failures and no job costs (job: none): the checkpoint is its bytes alone, the closed
+    forms' C (the job's fixed part has tests of its own, tests/core/test_job_costs.py)."""
     raw = scenario_dict(dense_model(512, 512, 512), wafers=4, global_batch=8, steps=steps, optimizer="adamw")
-    return deep_merge(raw, {"faults": {"failures": failures}})
+    return deep_merge(raw, {"faults": {"failures": failures}, "job": "none"})
 
 
 def _segment(k: int, t: float, c: float, r: float, lam: float) -> float:

@@ -61,12 +61,25 @@ def test_folded_layers_give_the_answer_of_every_block_simulated(name):
 
 
 def test_the_benchmark_scenarios_fold_their_blocks():
-    """GPT-3 175B folds its 96 blocks both ways; the optimizer-bound 120T model only its forward passes (its
-    update backlog grows from block to block in the backward passes, which the check refuses)."""
+    """GPT-3 175B folds its 96 blocks both ways; so does the optimizer-bound 120T model with its gradients
+    clipped (the backward passes leave only cheap norm jobs behind, and its updates, stand-ins for the folded
+    blocks' among them, run after the last gradient), but without clipping only its forward passes (its update
+    backlog grows from block to block in the backward passes, which the check refuses)."""
     _, gpt, _, _ = _pair("gpt3_175b")
     assert gpt.plan.layer_runs == (BlockRun(0, 95),) and gpt.plan.layer_directions == ("forward", "backward")
     _, brain, _, _ = _pair("brain_120t")
-    assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward",)
+    assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward", "backward")
+    _, unclipped, _, _ = _pair("brain_120t", **{"training.gradient_clipping": "none"})
+    assert unclipped.folding.layers is not None and unclipped.plan.layer_directions == ("forward",)
+
+
+def test_clipped_updates_of_folded_blocks_are_stood_in_for():
+    """With clipping, the updates run after the step's last gradient; the folded run's stand-ins for the blocks
+    it leaves out make its optimizer as busy as the run that simulates every block."""
+    folded, fc, full, _ = _pair("brain_120t")
+    assert fc.plan.dropped_blocks and fc.plan.scenario.training.gradient_clipping == "global_norm"
+    assert folded.utilisation["memoryx.optimizer"] == pytest.approx(full.utilisation["memoryx.optimizer"], rel=REL)
+    assert folded.step_time_s == pytest.approx(full.step_time_s, rel=REL)
 
 
 def test_block_runs_need_identical_adjacent_blocks():
@@ -141,7 +154,9 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
     {"faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]},
     {"training.global_batch": 136},  # uneven shards: wafers 0-7 have 9 samples, the rest 8
     {"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]},
-], ids=["uniform", "straggler", "uneven", "slow-edge"])
+    {"faults.shards": [{"shard": 0, "dram_factor": 0.5}]},
+    {"faults.nodes": [{"node": "swarmx.l2.n1"}]},  # its wafers cut off: the batch of 128 split unevenly over 12
+], ids=["uniform", "straggler", "uneven", "slow-edge", "slow-shard", "node-down"])
 def test_unfolded_runs_fold_layers_too(overrides):
     """Every wafer apart (16 of them, with classes): blocks fold, and each wafer's breakdown, compute and idle
     time, and each step's pacer agree with every block simulated.
@@ -157,7 +172,7 @@ def test_unfolded_runs_fold_layers_too(overrides):
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
     assert uc.folding.layers is None
     if fc.folding.layers is None:
-        assert "training.global_batch" in overrides, "only uneven shards may refuse the fold"
+        assert fc.plan.uneven_slots, "only uneven shards may refuse the fold"
         assert folded.to_json() == full.to_json()
         return
     assert fc.events < uc.events / 2
@@ -173,6 +188,21 @@ def test_unfolded_runs_fold_layers_too(overrides):
     assert folded.step_pacers is not None and full.step_pacers is not None
     for a, b in zip(folded.step_pacers, full.step_pacers):
         assert a.part == b.part and _rel(a.busy_s, b.busy_s) <= REL
+
+
+def test_a_straggler_settles_longer_and_folds_both_ways():
+    """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the buffers above it fill over its first five blocks, so the
+    four simulated at each end of the run do not repeat (the forward check fails); the ladder simulates six at
+    each end, and both directions fold (before: the backward passes only, every forward block simulated).  The
+    answer equals every block simulated (test_unfolded_runs_fold_layers_too, "straggler")."""
+    over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
+            "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
+    folded, fc = simulate_detailed(s, record=False)
+    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=6),)
+    assert fc.plan.layer_directions == ("forward", "backward") and fc.folding.layers is not None
+    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 12
+    assert [f.point.copies for f in fc.folding.layers.folds] == [84, 84]
 
 
 def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():

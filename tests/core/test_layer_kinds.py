@@ -12,7 +12,7 @@ from core_helpers import scenario_dict
 
 import wss
 from wss.errors import ScenarioError
-from wss.model.plan.micro_batching import activation_elements_per_token
+from wss.model.plan.activation_sram import activation_elements_per_token
 from wss.model.scenario.workload import ModelConfig
 from wss.model.workload import StreamedKernel, WaferOp, expand_model
 

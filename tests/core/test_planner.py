@@ -93,7 +93,7 @@ def test_the_choice_is_recorded_in_the_result_and_the_summary(tmp_path):
     assert choice.searched == ("activation_checkpointing", "micro_batch")
     assert 1 <= len(choice.alternatives) <= 4
     assert all(a.step_time_s >= choice.chosen.step_time_s for a in choice.alternatives)
-    line = "  plan         offload checkpointing, 1 micro-batch of 45 (auto; next best: offload x 2, +"
+    line = "  plan         offload checkpointing, 1 micro-batch of 45 (auto; next best: blocks x 2, +"
     assert line in format_result(r)
     path = r.save(tmp_path / "result.json")
     assert json.loads(path.read_text())["plan_choice"]["chosen"]["micro_batches"] == [45]

@@ -108,7 +108,7 @@ def test_records_lie_inside_the_run(result):
         assert 0.0 <= r.start_s <= r.end_s <= total * (1 + 1e-12), r
         assert r.exposed_stall_s >= 0 and r.bytes_in >= 0 and r.bytes_out >= 0
         assert r.where in ("wafer", "memoryx")
-        assert r.phase in ("forward", "recompute", "backward", "accumulate", "update")
+        assert r.phase in ("forward", "recompute", "backward", "accumulate", "norm", "update")
 
 
 def test_wafer_records_are_in_program_order_and_do_not_overlap(result):

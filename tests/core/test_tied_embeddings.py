@@ -46,17 +46,24 @@ def test_tied_head_is_stored_once_but_still_streamed():
     assert head.stream_bytes == [k for k in untied.kernels if k.kernel.is_output][0].stream_bytes
 
 
-def test_tied_head_gradient_accumulates_into_the_embedding_update():
-    result = wss.simulate(tiny_gpt(True))
+@pytest.mark.parametrize("clipping", ["none", "global_norm"])
+def test_tied_head_gradient_accumulates_into_the_embedding_update(clipping):
+    raw = tiny_gpt(True)
+    raw["training"]["gradient_clipping"] = clipping
+    result = wss.simulate(raw)
     for step in range(2):
         jobs = [r for r in result.records if r.where == "memoryx" and r.step == step]
         head = [r for r in jobs if r.name == "head.proj"]
         table = [r for r in jobs if r.name == "embed.tokens"]
         assert [r.phase for r in head] == ["accumulate"]
-        assert [r.phase for r in table] == ["update"]
         assert head[0].end_s <= table[0].start_s  # the head's gradient is in the buffer the update reads
-        # w, m, v and the accumulated gradient in fp32, and the incoming summed gradient in fp16
-        assert table[0].bytes_in == 1000 * 128 * (4 * 4 + 2)
+        if clipping == "none":
+            assert [r.phase for r in table] == ["update"]
+            # w, m, v and the accumulated gradient in fp32, and the incoming summed gradient in fp16
+            assert table[0].bytes_in == 1000 * 128 * (4 * 4 + 2)
+        else:  # the norm job adds the incoming gradient into the shared accumulator; the update reads that
+            assert [r.phase for r in table] == ["norm", "update"]
+            assert table[0].bytes_in == 1000 * 128 * (4 + 2) and table[1].bytes_in == 1000 * 128 * 4 * 4
 
 
 def test_tied_head_forward_waits_for_the_shared_update():

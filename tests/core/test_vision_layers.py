@@ -14,7 +14,7 @@ from core_helpers import scenario_dict
 
 import wss
 from wss.model.kernels.cycles import kernel_cycles
-from wss.model.plan.micro_batching import activation_elements_per_token, block_input_widths
+from wss.model.plan.activation_sram import activation_elements_per_token, block_input_widths
 from wss.model.scenario import PRECISION_BYTES
 from wss.model.scenario.workload import ModelConfig
 from wss.model.workload import StreamedKernel, WaferOp, expand_model

@@ -95,3 +95,19 @@ def test_write_puts_each_value_in_its_preset(calibrate, tmp_path, monkeypatch):
     assert "compute_efficiency: 0.61" not in (runtime / "cerebras-ws-r1.7.yaml").read_text()
     assert "step_overhead_s: 0.0\n" in (runtime / "ideal.yaml").read_text()  # no release: untouched
     assert "kernel_efficiency: 0.33 " in (tmp_path / "configs" / "wafer" / "wse3.yaml").read_text()
+
+
+def test_an_input_pipelines_cost_moves_only_the_rows_that_pay_it(calibrate):
+    """The masked-token cost moves the ESM-2 rows (the one it was fitted on and the one that checks it), not a
+    row without a pipeline nor the image row; the runtime's parameters are fitted on the rows without one."""
+    cases = {c.name.split("_")[1]: c for c in calibrate.load_cases(calibrate.CASES)}
+    key = "hardware.input_pipeline.prepare_s_per_token"
+    values = {key: 1e-6, "hardware.runtime.step_overhead_s": 0.1}
+    assert calibrate._for_case(values, calibrate._one(cases["m4"])) == {key: 1e-6,
+                                                                         "hardware.runtime.step_overhead_s": 0.1}
+    assert key in calibrate._for_case(values, calibrate._one(cases["m5"]))
+    for row in ("m1", "m12"):
+        assert key not in calibrate._for_case(values, calibrate._one(cases[row]))
+    gs = calibrate.groups(["hardware.runtime.step_overhead_s", key], [cases["m4"], cases["m1"]])
+    assert [[c.name for c in g.rows] for g in gs] == [[cases["m1"].name], [cases["m4"].name]]
+    assert [[p.key for p in g.params] for g in gs] == [["hardware.runtime.step_overhead_s"], [key]]

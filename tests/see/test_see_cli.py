@@ -78,7 +78,7 @@ def test_report_group_and_totals(result_file, tmp_path):
     assert lines[0].split()[:3] == ["where", "phase", "kernels"]
     assert lines[-2].startswith("per step, from the records: compute")
     with csv_path.open(newline="", encoding="utf-8") as fh:
-        assert {r["phase"] for r in csv.DictReader(fh)} == {"forward", "backward", "update"}
+        assert {r["phase"] for r in csv.DictReader(fh)} == {"forward", "backward", "norm", "update"}
 
 
 def test_report_by_layer_and_group_alias(result_file, tmp_path, capsys):

@@ -14,8 +14,9 @@ from wss.studies.size import SizeError, cluster_sizes
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = str(REPO / "scenarios" / "gpt3_175b.yaml")
-#: A small GPT so every size simulates in well under a second.
-SMALL = {"workload.model": "gpt3-125m", "training.global_batch": 64, "hardware.wafers": 1}
+#: A small GPT so every size simulates in well under a second; no job costs (job: none), so its days are the
+#: steps' alone (tests/size/test_size_job.py counts the job's).
+SMALL = {"workload.model": "gpt3-125m", "training.global_batch": 64, "hardware.wafers": 1, "job": "none"}
 SMALL_SET = [f"--set={k}={v}" for k, v in SMALL.items()]
 TOKENS = 1e9
 

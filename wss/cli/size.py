@@ -32,7 +32,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
         "size",
         help="time to train a token budget on each cluster size; the smallest that meets a deadline",
         description="Simulate SCENARIO on 1, 2, 4, ... wafers (up to --max-wafers), keeping its per-step global "
-        "batch, and print the time to train --tokens on each, with wafer-hours, energy and cost.  With --days "
+        "batch, and print the time to train --tokens on each (the steps and the job around them: compile, "
+        "programming, weight initialisation, input priming, checkpoints; see --job-costs), with wafer-hours, "
+        "energy and cost.  With --days "
         "or --tokens-per-s, the smallest size that meets it is recommended (exit 1 if none does): the sizes "
         "are estimated in closed form and only the counts that decide the answer are simulated (see "
         "docs/sizing.md).",
@@ -48,6 +50,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPar
                    help="price of one wafer-hour: adds a cost column")
     p.add_argument("--plot", type=Path, default=None, metavar="FILE",
                    help="write days and efficiency against wafers to FILE (.png, .svg or .pdf)")
+    p.add_argument("--job-costs", default="all", metavar="LIST",
+                   help="the job's costs the days count besides the steps: all (default), none (the steps alone), "
+                   "or some of compile,programming,weight_init,input_priming,checkpoints (the scenario's job, or "
+                   "its system's preset under configs/job)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="simulate in N processes (default 1)")
     p.add_argument("--json", action="store_true", help="print the table as JSON records instead of text")
     add_set_argument(p)
@@ -97,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar("size", delay_s=0.5) as bar, _log_above(bar.enabled):
         df = size(args.scenario, args.tokens, days=args.days, tokens_per_s=args.tokens_per_s,
                   max_wafers=args.max_wafers, price_per_wafer_hour=args.price_per_wafer_hour,
-                  overrides=args.overrides, workers=args.workers, progress=bar)
+                  overrides=args.overrides, workers=args.workers, progress=bar, job_costs=args.job_costs)
     if args.plot is not None:
         with all_or_nothing():
             _write_plot(df, args.plot)

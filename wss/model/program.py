@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from wss.model.machine.figures import block_input_bytes_per_token, offload_chunks
+from wss.model.machine.figures import offload_chunks
 from wss.model.plan import Plan
-from wss.model.plan.micro_batching import block_input_widths
+from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.workload import StreamedKernel
 
 __all__ = ["Pass", "build_program", "gradient_passes", "updated_kernels", "offload_bytes_per_token", "chunk_passes"]
@@ -98,12 +98,7 @@ def offload_bytes_per_token(plan: Plan) -> dict[int, float]:
     the block's forward pass sends out of the wafer and its recompute reads back)."""
     if plan.checkpointing != "offload":
         return {}
-    per_token = block_input_bytes_per_token(plan.scenario, block_input_widths(plan.ops))
-    starts: dict[int, int] = {}
-    for pos, op in enumerate(plan.ops):
-        if op.block is not None:
-            starts.setdefault(op.block, pos)
-    return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
+    return offloaded_block_inputs(plan.scenario, plan.ops)
 
 
 def chunk_passes(plan: Plan, program: Sequence[Pass]) -> tuple[int, int]:

@@ -8,7 +8,9 @@ Every size is the scenario with only ``hardware.wafers`` changed: the per-step g
 tokens per step), the model, MemoryX and the SwarmX fan-out stay as the scenario has them.  Without a target
 each size is simulated (``wss.simulate``); with one, each is estimated by the analytic level and only the
 counts that decide the smallest size meeting it are simulated (or bounded: :mod:`wss.studies.size_search`).
-The time to train is the token budget over the tokens per second.  See docs/sizing.md.
+The time to train is the token budget's steps and the job around them (compile, programming, weight
+initialisation, input priming, checkpoints: the scenario's ``job``, or its system's preset), from
+:func:`wss.model.result.goodput.time_to_train`; ``job_costs`` says which to count.  See docs/sizing.md.
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wss.errors import WssError
 from wss.model.scenario import Scenario, load_scenario
-from wss.model.scenario.loader import published_cluster_limit
+from wss.model.scenario.loader import job_of, published_cluster_limit
 from wss.studies.size_search import SIMULATION_UNITS
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported only when used
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from wss.model.result.goodput import JobCosts
 
 __all__ = ["size", "SizeError", "cluster_sizes", "format_size", "size_figure", "DEFAULT_MAX_WAFERS"]
 
@@ -187,22 +191,82 @@ def _bisection_probes(gap: int) -> int:
     return max(0, math.ceil(math.log2(gap))) if gap > 1 else 0
 
 
-def _meets(tokens: float, days: float | None, tokens_per_s: float | None) -> Callable[[dict[str, Any]], bool]:
+def counted_job_costs(job_costs: str | Collection[str]) -> tuple[str, ...]:
+    """The job costs to count: ``"all"``, ``"none"``, names separated by commas, or a collection of names (of
+    :data:`~wss.model.scenario.job.JOB_COSTS`)."""
+    from wss.model.scenario.job import JOB_COSTS
+
+    if isinstance(job_costs, str):
+        names = {"all": list(JOB_COSTS), "none": []}.get(job_costs.strip(),
+                                                           [n.strip() for n in job_costs.split(",") if n.strip()])
+    else:
+        names = list(job_costs)
+    unknown = [n for n in names if n not in JOB_COSTS]
+    if unknown:
+        raise SizeError(f"unknown job cost {unknown[0]!r}: give all, none, or some of {', '.join(JOB_COSTS)}")
+    return tuple(n for n in JOB_COSTS if n in names)
+
+
+def _checkpoint_write_s(base: Scenario, sizes: Sequence[int]) -> float:
+    """Seconds to write one checkpoint's bytes (MemoryX's weights and moments, which no wafer count changes),
+    from the plan of the first size that plans."""
+    from wss.model.plan import make_plan
+    from wss.model.result.goodput import checkpoint_write_seconds
+    from wss.model.scenario.loader import checkpoint_storage
+
+    for n in sizes:
+        try:
+            return checkpoint_write_seconds(make_plan(load_scenario(base, {"hardware.wafers": n})),
+                                            checkpoint_storage(base))
+        except WssError:
+            continue
+    return 0.0  # no size plans: every row is an error
+
+
+def _job(base: Scenario, sizes: Sequence[int], counted: tuple[str, ...]) -> JobCosts:
+    """The job costs of the scenario (its ``job``, or its system's preset) that ``counted`` names."""
+    from wss.model.result.goodput import job_costs
+
+    job = job_of(base)
+    count_checkpoints = "checkpoints" in counted and job.checkpoint_every_steps is not None
+    return job_costs(base, job, _checkpoint_write_s(base, sizes) if count_checkpoints else 0.0, counted)
+
+
+def _job_attrs(base: Scenario, costs: JobCosts, steps: float) -> dict[str, Any]:
+    """``df.attrs["job"]``: the job costs counted, for the table's line and the JSON."""
+    return {"name": costs.name, "counted": list(costs.counted), "once_s": costs.once_s,
+            "checkpoint_s": costs.checkpoint_s, "checkpoint_every_steps": costs.every, "steps": steps,
+            "micro_batch_search": base.training.micro_batch == "auto" and job_of(base).micro_batch_search_s > 0}
+
+
+def _train_seconds(tokens: float, tokens_per_step: float, tokens_per_s: float, costs: JobCosts) -> float:
+    """Wall seconds to train ``tokens`` at ``tokens_per_s``: the steps and the job's costs (one function)."""
+    from wss.model.result.goodput import time_to_train
+
+    return time_to_train(tokens / tokens_per_step, tokens_per_step / tokens_per_s, costs).total_s
+
+
+def _meets(tokens: float, days: float | None, tokens_per_s: float | None, tokens_per_step: float,
+           costs: JobCosts) -> Callable[[dict[str, Any]], bool]:
     """Does a row (simulated or estimated) meet the target?  Never without one."""
 
     def meets(row: dict[str, Any]) -> bool:
         if row.get("status") != "ok":
             return False
         if days is not None:
-            return tokens / row["tokens_per_s"] / _SECONDS_PER_DAY <= days
+            return _train_seconds(tokens, tokens_per_step, row["tokens_per_s"], costs) / _SECONDS_PER_DAY <= days
         return tokens_per_s is not None and row["tokens_per_s"] >= tokens_per_s
 
     return meets
 
 
-def _add_columns(df: pd.DataFrame, tokens: float, price: float | None) -> None:
+def _add_columns(df: pd.DataFrame, tokens: float, price: float | None, tokens_per_step: float,
+                 costs: JobCosts) -> None:
     ok = df["status"] == "ok"
-    df["days"] = tokens / df["tokens_per_s"] / _SECONDS_PER_DAY
+    steps_days = tokens / df["tokens_per_s"] / _SECONDS_PER_DAY
+    df["days"] = [_train_seconds(tokens, tokens_per_step, x, costs) / _SECONDS_PER_DAY if good else math.nan
+                  for x, good in zip(df["tokens_per_s"], ok)]
+    df["job_hours"] = (df["days"] - steps_days) * 24.0
     ref = df[ok].iloc[0] if ok.any() else None
     if ref is not None:
         df["efficiency"] = (df["tokens_per_s"] / df["wafers"]) / (ref["tokens_per_s"] / ref["wafers"])
@@ -225,6 +289,7 @@ def size(
     overrides: Sequence[str] | Mapping[str, Any] | None = None,
     workers: int | None = None,
     progress: Callable[[float], None] | None = None,
+    job_costs: str | Collection[str] = "all",
 ) -> pd.DataFrame:
     """Time to train ``tokens`` on each cluster size, one row per size, smallest first.
 
@@ -238,11 +303,14 @@ def size(
     every probe (how, step time, seconds).  ``workers`` > 1 simulates the table's sizes in that many
     processes.  ``progress`` is called with the fraction of the probes done.
 
-    Columns: wafers, status, step_time_s, tokens_per_s, bound_by, days, efficiency (tokens/s per wafer over
-    the smallest size's), wafer_hours, energy_kWh, average_power_kW, energy_per_token_J, cost (with a
-    price), meets_target, recommended, error, how.  ``df.attrs`` holds ``tokens``, ``target`` (a description
-    or None), ``recommended`` (wafers or None), ``reachable``, ``global_batch``, ``table_seconds`` (the
-    seconds the table and search took) and ``search`` (None without a target).
+    The days are the steps and the job around them (the scenario's ``job``, or its system's preset):
+    ``job_costs`` counts ``"all"`` (default), ``"none"`` or some of :data:`~wss.model.scenario.job.JOB_COSTS`.
+
+    Columns: wafers, status, step_time_s, tokens_per_s, bound_by, days, job_hours (the job's part of days),
+    efficiency (tokens/s per wafer over the smallest size's), wafer_hours, energy_kWh, average_power_kW,
+    energy_per_token_J, cost (with a price), meets_target, recommended, error, how.  ``df.attrs`` holds
+    ``tokens``, ``target``, ``recommended`` (wafers or None), ``reachable``, ``global_batch``, ``table_seconds``,
+    ``search`` (None without a target) and ``job`` (the costs counted, by name; the checkpoint and its interval).
     """
     import pandas as pd
 
@@ -250,11 +318,12 @@ def size(
     base = load_scenario(scenario, overrides)
     if base.workload.model.input != "tokens":
         raise SizeError(f"{base.name}: sizing needs a token model (this one reads {base.workload.model.input})")
-    top = _max_wafers(base, max_wafers)
-    sizes = cluster_sizes(top)
+    sizes = cluster_sizes(_max_wafers(base, max_wafers))
     target: str | None = f"{days:g} days" if days is not None else (
         f"{tokens_per_s:.4g} tokens/s" if tokens_per_s is not None else None)
-    meets = _meets(tokens, days, tokens_per_s)
+    costs = _job(base, sizes, counted_job_costs(job_costs))
+    tokens_per_step = float(base.training.global_batch * base.seq_len)
+    meets = _meets(tokens, days, tokens_per_s, tokens_per_step, costs)
     widest = max((b - a for a, b in zip(sizes, sizes[1:])), default=0)
     # with a target: every size estimated, a bisection of estimates, then two counts decided (at most
     # simulated), and a bisection of simulations at worst
@@ -270,11 +339,10 @@ def size(
     else:
         rows, search = _search(base, sizes, meets, workers, probes)
     table_s = time.perf_counter() - started
-
     if progress is not None:
         progress(1.0)
     df = pd.DataFrame(rows)
-    _add_columns(df, tokens, price_per_wafer_hour)
+    _add_columns(df, tokens, price_per_wafer_hour, tokens_per_step, costs)
     df["meets_target"] = [meets(r) for r in rows]  # an estimated row's by its estimate
     answer = search["answer"] if search is not None else None
     df["recommended"] = df["wafers"] == answer
@@ -287,6 +355,7 @@ def size(
         scenario=base.name,
         table_seconds=table_s,
         search=search,
+        job=_job_attrs(base, costs, tokens / tokens_per_step),
     )
     return df
 
@@ -307,7 +376,7 @@ def format_size(df: pd.DataFrame) -> str:
     by = "how" in df.columns and bool((df["how"] != "simulated").any())  # say which rows are estimates
     head = (f"{a['scenario']}: {a['tokens']:.3g} tokens, global batch {a['global_batch']} per step at every size"
             + (f"; target {a['target']}" if a["target"] else ""))
-    header = ["wafers", "step time", "tokens/s", "days", "eff.", "wafer-h", "MWh", *(["cost"] if cost else []),
+    header = ["wafers", "step time", "tokens/s", "days", "job h", "eff.", "wafer-h", "MWh", *(["cost"] if cost else []),
               *(["by"] if by else []), ""]
     rows, errors = [], []
     for _, r in df.iterrows():
@@ -315,15 +384,42 @@ def format_size(df: pd.DataFrame) -> str:
             errors.append(f"{r['wafers']} wafers: error: {r['error']}")
             continue
         rows.append([str(r["wafers"]), _fmt(r["step_time_s"], ".4g") + " s", _fmt(r["tokens_per_s"], ".4g"),
-                     _fmt(r["days"], ".4g"), _fmt(r["efficiency"], ".1%"), _amount(r["wafer_hours"]),
+                     _fmt(r["days"], ".4g"), _fmt(r["job_hours"], ".3g"), _fmt(r["efficiency"], ".1%"),
+                     _amount(r["wafer_hours"]),
                      _amount(r["energy_kWh"] / 1e3), *([_amount(r["cost"])] if cost else []),
                      *([_BY[r["how"]]] if by else []), "<- recommended" if r["recommended"] else ""])
     from wss.views.table import text_table
 
     align = [">"] * (len(header) - 1 - by) + ["<"] * (1 + by)
-    lines = [head, *text_table(header, rows, align), *errors, *_search_lines(df)]
+    lines = [head, job_line(a.get("job")), *text_table(header, rows, align), *errors, *_search_lines(df)]
     lines.append(conclusion(df))
     return "\n".join(line for line in lines if line)
+
+
+def job_line(job: dict[str, Any] | None) -> str:
+    """Which of the job's costs the days count, and how long each takes: 'job costs counted (cs2): compile 24
+    min, ...; a checkpoint of 3.02 min every 1,000 steps (N in all)'."""
+    from wss.model.scenario.job import JOB_COSTS
+    from wss.views.summary import fmt_duration
+
+    if job is None:
+        return ""
+    counted = job["counted"]
+    if not counted:
+        return "job costs: none counted, the steps alone (days count no compile, programming, weight_init, " \
+               "input_priming or checkpoints)"
+    parts = [f"{name} {fmt_duration(sec) if sec else '0 s'}"
+             + (" (with the micro-batch search)" if name == "compile" and job["micro_batch_search"] else "")
+             for name, sec in job["once_s"].items()]
+    every = job["checkpoint_every_steps"]
+    if every is not None:
+        n = math.ceil(job["steps"] / every)
+        parts.append(f"a checkpoint of {fmt_duration(job['checkpoint_s'])} every {every:,} steps ({n:,} in all)")
+    left = [c for c in JOB_COSTS if c not in counted]
+    if "checkpoints" in counted and every is None:
+        left.append("checkpoints (the job sets no interval)")
+    tail = f"; not counted: {', '.join(left)}" if left else ""
+    return f"job costs counted ({job['name']}): {', '.join(parts)}{tail}"
 
 
 #: The ``by`` column: how a row's figures were found.

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.result.results import Result
 from wss.model.scenario import PRECISION_BYTES, load_scenario
-from wss.views.summary import fmt_time, si
+from wss.views.summary import fmt_time, input_rate_words, si
 
 __all__ = ["PARTS", "COST_FIELDS", "Candidate", "Verdict", "verdict", "candidate_parts", "weight_path_rates"]
 
@@ -209,7 +209,7 @@ def _attribute(result: Result, category: str) -> tuple[list[str], str]:
             "the next step's first kernels wait for the previous step's updates")
         return ([part] if category == "optimizer" else [BUBBLE]), f"{what}; updates are bound by {PARTS[part][0]}"
     if category == "input":
-        return ["inputs"], "the wafer waits for its input data"
+        return ["inputs"], f"the wafer waits for its input data: {input_rate_words(result.scenario)}"
     if category in ("switch", "runtime"):
         rt = result.scenario.hardware.runtime
         return ["runtime"], (

@@ -64,6 +64,7 @@ _NAMED_UNITS = {
     "wafers": "wafers",
     "shards": "nodes",
     "learning_rate": "",
+    "max_gradient_norm": "",
 }
 
 #: Words written in capitals in titles.
@@ -179,6 +180,18 @@ def _allow_presets(schema: dict[str, Any], presets: dict[str, list[str]]) -> Non
     top = schema["properties"]["hardware"]
     top["anyOf"] = [_preset_name("hardware", presets["hardware"]), {"$ref": top.pop("$ref")}]
     _allow_storage_preset(defs, presets.get("storage", []))
+    _allow_job_preset(schema, presets.get("job", []))
+
+
+def _allow_job_preset(schema: dict[str, Any], names: list[str]) -> None:
+    """``job``: a job preset name or a mapping (fields without a preset go over the system's preset)."""
+    defs = schema["$defs"]
+    if "JobConfig" not in defs:
+        return
+    d = defs["JobConfig"]
+    d["properties"] = {"preset": _preset_name("job", names), **d["properties"]}
+    prop = schema["properties"]["job"]
+    prop["anyOf"] = [_preset_name("job", names), *prop["anyOf"]]
 
 
 def _allow_storage_preset(defs: dict[str, Any], names: list[str]) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wss.errors import shorten
+from wss.model.machine.input_rate import preparation
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan import Plan
@@ -199,13 +200,18 @@ def _failures_lines(r: Result) -> list[str]:
     mtbf = ", no random failures"
     if f.cluster_mtbf_s is not None:
         mtbf = f", cluster MTBF {fmt_duration(f.cluster_mtbf_s)}"
+    fixed = f" ({fmt_duration(f.checkpoint_fixed_s)} of it fixed)" if f.checkpoint_fixed_s else ""
     lines = [f"  goodput      {f.goodput:.2%} with a checkpoint every {f.checkpoint_every_steps:,} steps "
-             f"({why}{young}); checkpoint {fmt_bytes(f.checkpoint_bytes)} in {fmt_duration(f.checkpoint_s)}, restart "
-             f"{fmt_duration(f.restart_s)}{mtbf}"]
+             f"({why}{young}); checkpoint {fmt_bytes(f.checkpoint_bytes)} in {fmt_duration(f.checkpoint_s)}{fixed}, "
+             f"restart {fmt_duration(f.restart_s)}{mtbf}"]
     train = ""
     if f.expected_time_to_train_s is not None:
         train = f"; to train {f.train_steps:,} steps {fmt_duration(f.expected_time_to_train_s)}"
     lines.append(f"               expected {fmt_time(f.expected_s_per_step)} per step{train}")
+    startup = sum(f.startup_s.values())
+    if startup:
+        lines.append(f"  job          {fmt_duration(startup)} before the first step ({f.job}): "
+                     + ", ".join(f"{k} {fmt_duration(v)}" for k, v in f.startup_s.items() if v))
     for span in f.timeline:
         if span.kind == "restart":
             n = span.lost_steps
@@ -240,6 +246,7 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
     )
     paces = r.pacing_s[r.bound_by] / r.step_time_s if r.step_time_s > 0 else 0.0
     lines.append(f"  bound by     {r.bound_by} (paces {paces:.0%} of the step)")
+    lines += _inputs_lines(r)
     lines.append("  where the time went (per step):")
     for c in BREAKDOWN_CATEGORIES:
         v = r.breakdown_s[c]
@@ -283,6 +290,32 @@ def format_result(r: Result, overrides: Sequence[str] = ()) -> str:
             line += f"; diverged: loss not finite from step {ls.index(None)}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def input_rate_words(s: Scenario) -> str:
+    """What sets the rate of one wafer's input, in words: its input workers' preparation (kind, cost, processes:
+    :func:`~wss.model.machine.input_rate.preparation`), or moving its bytes when nothing limits preparation."""
+    prep = preparation(s)
+    if prep is None:
+        return (f"the input workers move its bytes at {si(s.hardware.inputs.bandwidth_Bps, 'B/s')} "
+                "(hardware.inputs.bandwidth_Bps; preparing samples is free: no hardware.input_pipeline)")
+    if prep.capped:
+        return f"the input workers prepare {prep.samples_per_s:,.4g} samples/s (hardware.inputs.samples_per_s)"
+    pipe = s.hardware.input_pipeline
+    workers = f"{pipe.workers_per_wafer} input worker{'s' if pipe.workers_per_wafer > 1 else ''}"
+    how = (f"{workers} x {pipe.num_workers} data-loader processes" if pipe.num_workers else
+           f"{workers}, {'each ' if pipe.workers_per_wafer > 1 else ''}preparing in its main process (num_workers 0)")
+    processes = f"{prep.processes} process{'es' if prep.processes > 1 else ''}"
+    return (f"the input workers prepare {prep.samples_per_s:,.4g} samples/s ({prep.kind}: {fmt_time(prep.sample_s)} "
+            f"a sample in {processes}: {how})")
+
+
+def _inputs_lines(r: Result) -> list[str]:
+    """When the input paces the step: why, in words (the wafer's waits for input data)."""
+    if r.bound_by != "input" or r.step_time_s <= 0:
+        return []
+    share = r.breakdown_s["input"] / r.step_time_s
+    return [f"  input-bound  the wafer waits {share:.0%} of the step for its input: {input_rate_words(r.scenario)}"]
 
 
 def _offload_result_lines(r: Result) -> list[str]:

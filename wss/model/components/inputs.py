@@ -5,7 +5,10 @@ precision) travel from the input workers while the wafer works on the
 previous micro-batch (double buffering).  The wafer's first forward pass of a
 micro-batch waits for its data.  A transfer takes the workers' latency plus the
 longer of moving its bytes and preparing its samples (reading, decoding,
-tokenising: ``samples_per_s``, unlimited when not given), which overlap.
+masking: ``samples_per_s``, unlimited when not given), which overlap.  The
+rate comes from the scenario's input pipeline (its kind's cost per sample and
+its processes: :mod:`wss.model.machine.input_rate`, which states it once for
+this part and the analytic level).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import simpy
 
 from wss.model.components.part import Carried, Held, Process, Reading
+from wss.model.machine.input_rate import input_transfer_s
 
 __all__ = ["InputSettings", "InputWorkers"]
 
@@ -40,10 +44,8 @@ class InputSettings:
     name: str = "inputs"
 
     def transfer_s(self, samples: int) -> float:
-        """Seconds to deliver ``samples`` samples, latency excluded."""
-        move = samples * self.bytes_per_sample / self.bandwidth_Bps
-        prepare = samples / self.samples_per_s if self.samples_per_s else 0.0
-        return max(move, prepare)
+        """Seconds to deliver ``samples`` samples, latency excluded (the analytic level's formula too)."""
+        return input_transfer_s(samples, self.bytes_per_sample, self.bandwidth_Bps, self.samples_per_s)
 
 
 class InputWorkers:

@@ -12,7 +12,8 @@ Three processes:
   all shards in parallel, the read sharing DRAM with the other users;
 * ``receive`` takes summed gradient chunks, writes each into DRAM and, once
   a kernel pass is complete, hands an accumulation or update job to the
-  optimizer.
+  optimizer; with global-norm clipping the last micro-batch's gradient gets a
+  norm job, and the step's updates are queued after its last gradient.
 
 One DRAM serves them all (:class:`~wss.model.components.dram.SharedDram`):
 the stream's reads, the gradient intake's writes, flash prefetch's writes
@@ -89,7 +90,8 @@ class MemoryXSettings:
     Rates are those of the part being modelled: all shards together when they
     are folded into one stream.  ``latency_s`` is the hop from MemoryX to the
     SwarmX root; ``micro_batches`` is the number of micro-batches per step
-    (the last one's gradient triggers the update); ``shards`` how many nodes
+    (the last one's gradient triggers the update, or with ``global_norm`` its
+    share of the norm); ``shards`` how many nodes
     the one stream stands for (each with its own link to the SwarmX root),
     each drawing ``power_busy_W`` while busy and ``power_idle_W`` otherwise.
     """
@@ -100,6 +102,7 @@ class MemoryXSettings:
     staging_bytes: float
     micro_batches: int
     kernels: tuple[KernelStore, ...]
+    global_norm: bool = False  # clip the step's gradients to their global norm: updates wait for every gradient
     name: str = "memoryx"
     shards: int = 1
     power_busy_W: float | None = None
@@ -151,6 +154,9 @@ class MemoryX:
         self.update_waits: list[tuple[int, int, int]] = []
         #: Each flash read's factor on its time, called once per read in order (slow reads); None: all at rate.
         self.flash_read_factor: Callable[[], float] | None = None
+        #: With global-norm clipping: per step, the kernels whose norm jobs are in and whose updates wait.
+        self.held: dict[int, list[int]] = {}
+        self._awaited, self._left_out = _norm_kernels(program, settings)
 
     def _kernel(self, p: Pass) -> KernelStore:
         assert p.kernel is not None
@@ -313,9 +319,51 @@ class MemoryX:
             kind = "update" if p.micro_batch == n_mb - 1 and kp.owns_state else "accumulate"
             first = p.micro_batch == 0 and not kp.shares_accumulator
             accumulated = n_mb > 1 or kp.shares_accumulator
+            if kind == "update" and self.settings.global_norm:
+                self._norm(p, kp)
+                continue
             self.optimizer.submit(
                 UpdateJob(kp.index, p.step, p.micro_batch, kind, kp.nnz, kp.state_tiers, env.now), first, accumulated
             )
+
+    def _accumulated(self, kp: KernelStore) -> bool:
+        """Whether the kernel's step gradient sits in the fp32 accumulator (micro-batches, or a tied kernel's)."""
+        return self.settings.micro_batches > 1 or kp.shares_accumulator
+
+    def _norm(self, p: Pass, kp: KernelStore) -> None:
+        """Global-norm clipping: the kernel's share of the norm now; once every kernel's is in, its updates.
+
+        The updates go in the order of the model's parameters (the order PyTorch's ``optimizer.step()`` walks
+        them, and the order the next step streams them: an ASSUMPTION, docs/model.md), with a stand-in for each
+        kernel the program leaves out (:class:`~wss.model.components.optimizer.UpdateJob`)."""
+        env = self.env
+        self.optimizer.submit(UpdateJob(kp.index, p.step, p.micro_batch, "norm", kp.nnz, kp.state_tiers, env.now),
+                              False, self._accumulated(kp), clipped=True)
+        held = self.held.setdefault(p.step, [])
+        held.append(kp.index)
+        if len(held) < self._awaited[p.step]:
+            return
+        del self.held[p.step]
+        updates = sorted([(k, False) for k in held] + [(k, True) for k in self._left_out[p.step]])
+        for k, stand_in in updates:
+            ks = self.kernels[k]
+            job = UpdateJob(k, p.step, p.micro_batch, "update", ks.nnz, ks.state_tiers, env.now, released_by=p.index,
+                            stand_in=stand_in)
+            self.optimizer.submit(job, False, self._accumulated(ks), clipped=True)
+
+
+def _norm_kernels(program: list[Pass], settings: MemoryXSettings) -> tuple[dict[int, int], dict[int, tuple[int, ...]]]:
+    """Per step: how many kernels' norm jobs the updates wait for (the state owners whose last micro-batch's
+    gradient the program sends), and the owners it leaves out (folded blocks), whose updates are stand-ins."""
+    last = settings.micro_batches - 1
+    sent: dict[int, set[int]] = {}
+    for p in program:
+        if p.phase == "backward" and p.kernel is not None and p.micro_batch == last:
+            sent.setdefault(p.step, set()).add(p.kernel)
+    owners = [k.index for k in settings.kernels if k.owns_state]
+    awaited = {step: sum(k in ks for k in owners) for step, ks in sent.items()}
+    left_out = {step: tuple(k for k in owners if k not in ks) for step, ks in sent.items()}
+    return awaited, left_out
 
 
 class FlashPrefetch:

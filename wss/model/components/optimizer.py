@@ -3,8 +3,10 @@
 MemoryX receives each kernel's summed gradient and, once the last
 micro-batch's gradient has arrived, updates the kernel's weights and state.
 Earlier micro-batches' gradients are accumulated (read and write the fp32
-gradient buffer, one add per weight).  Shards work on their slice of every
-kernel in parallel, so the folded coprocessor runs at the shards' aggregate
+gradient buffer, one add per weight).  With global-norm clipping the last
+micro-batch's gradients go to norm jobs, and MemoryX queues the updates only
+once the step's last gradient is in (:class:`~wss.model.components.memoryx.MemoryX`).
+Shards work on their slice of every kernel in parallel, so the folded coprocessor runs at the shards' aggregate
 rates.  Jobs run one at a time in arrival order.
 
 Each component of the state (weights, gradient accumulator, moments) lives in
@@ -50,15 +52,23 @@ class OptimizerSettings:
 
 @dataclass(eq=False)
 class UpdateJob:
-    """One update (or gradient accumulation) of one kernel."""
+    """One update (or gradient accumulation, or share of the global norm) of one kernel.
+
+    With global-norm clipping an update is released by the step's last gradient, not its own:
+    ``released_by`` is that gradient's pass (None: the job's own gradient's).  A ``stand_in`` is the update of a
+    kernel the program leaves out (a block folded away): it takes the optimizer's time in the step's run of
+    updates and is recorded as its own update, but nothing waits for it.
+    """
 
     kernel: int
     step: int
     micro_batch: int
-    kind: str  # "update" or "accumulate"
+    kind: str  # "update", "accumulate" or "norm"
     nnz: int
     tiers: StateTiers
     arrived: float
+    released_by: int | None = None
+    stand_in: bool = False
     traffic: JobTraffic | None = None
     flops: float = 0.0
     start: float = 0.0
@@ -134,14 +144,15 @@ class OptimizerCoprocessor:
         running = self.env.now - self.current.start if self.current is not None else -1.0
         return len(self.queue.items), running
 
-    def submit(self, job: UpdateJob, first: bool, accumulated: bool) -> None:
+    def submit(self, job: UpdateJob, first: bool, accumulated: bool, clipped: bool = False) -> None:
         """Queue a job.
 
         ``first``: an accumulation that starts the fp32 gradient buffer (write only).
         ``accumulated``: an update whose gradient sits in that buffer (read it too).
+        ``clipped``: the step's gradients are clipped to their global norm (``job_traffic``).
         """
         job.traffic = job_traffic(self.cost, job.kind, job.nnz, job.tiers, first=first, accumulated=accumulated,
-                                  incoming_bytes=job.nnz * self.settings.incoming_bytes_per_param)
+                                  incoming_bytes=job.nnz * self.settings.incoming_bytes_per_param, clipped=clipped)
         job.flops = job.traffic.flops
         self.queue.put(job)
 
@@ -164,7 +175,7 @@ class OptimizerCoprocessor:
             self.current = None
             self.busy_s += job.end - job.start
             self.jobs.append(job)
-            if job.kind == "update":
+            if job.kind == "update" and not job.stand_in:
                 self.done_event(job.kernel, job.step).succeed()
 
     def _flash(self, t: JobTraffic) -> Generator[simpy.Event, Any, None]:

@@ -3,15 +3,22 @@
 Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
 :mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
 
-1. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
+1. in a cluster of wafers simulated apart (a straggler, a slow edge), blocks that do not repeat outside the
+   uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
+   most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
+   more blocks than the four the first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler settles
+   by its sixth block);
+2. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
    are simulated in full in the slots where the wafers' micro-batches differ (the plan's ``uneven_slots``),
    when the failed fold lay in one of them: there a wafer with fewer samples may drift ahead of the largest
    for longer than the fold settles (GPT-3 175B on 9 wafers), or may not (Cerebras-GPT 1.3B on 7 wafers with
    a batch of 64 folds its forward passes there);
-2. blocks that do not repeat in one direction fold in the other only, in a run of one simulated step;
-3. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
-4. then steps unfold (micro-batches still fold);
-5. then nothing folds.
+3. blocks that do not repeat in one direction fold in the other only, in a run of one simulated step;
+4. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
+5. then steps unfold (micro-batches still fold);
+6. then nothing folds.
+
+Each rung after the first starts again from the plan with four blocks at each end.
 
 The ladder knows plans and runs, not parts: ``run`` simulates a plan and returns whatever the caller's cluster
 is, so the simulator's entry point reads plan, run, measure.
@@ -28,6 +35,7 @@ from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.plan import Plan, make_plan
 from wss.model.scenario import Scenario
+from wss.model.scenario.fold_rules import fold_decision
 
 __all__ = ["run_folded"]
 
@@ -40,16 +48,70 @@ R = TypeVar("R")
 def run_folded(s: Scenario, profiles: Any, p: Plan, run: Callable[[Plan], R]) -> R:
     """``run(p)``; if a fold fails its check, ``run`` again on a plan folded less (the module's ladder)."""
     try:
-        return _run_layers_folded(s, p, run)
+        return _run_settled(s, p, run)
     except FoldMismatch as exc:
         log.info("%s: the fold's check failed (%s): simulating again with less folded", s.name, exc)
         return _run_less_folded(s, profiles, p, run, isinstance(exc, LayerFoldMismatch))
 
 
+def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
+    """Run the plan; if its blocks do not repeat in a cluster of wafers simulated apart, again with more blocks
+    simulated at each end of each run (:func:`_settled_longer`), as long as that may fold; then the rungs of
+    :func:`_run_layers_folded`, from the plan as it was."""
+    try:
+        return run(p)
+    except LayerFoldMismatch as exc:
+        first = exc
+    # A fold that failed in an uneven slot goes to the rungs below as it did: there the wafers drift apart for
+    # longer than a longer stretch may settle (GPT-3 175B on 63 wafers: some 35 blocks in the backward passes,
+    # never in the forward ones, where a link busy without a break drifts against the blocks), so trying would
+    # only cost runs.  A wait reaching across copies (no micro-batch) does not settle either.
+    longer = _settled_longer(s, p) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
+        else None
+    while longer is not None:
+        log.info("%s: blocks do not repeat (%s): simulating %d blocks at each end of each run of identical ones",
+                 s.name, first, max(r.settle for r in longer.layer_runs))
+        try:
+            return run(longer)
+        except LayerFoldMismatch:
+            longer = _settled_longer(s, longer)
+    return _fold_fewer_layers(s, p, run, first)
+
+
+def _settled_longer(s: Scenario, p: Plan) -> Plan | None:
+    """The plan with each run of identical blocks simulated half as far again at each end, where that still
+    simulates at most a quarter of the run (a try that fails costs no more than that); None where no run may, or
+    where the wafers are folded.
+
+    Only wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
+    between it and the others over several blocks before they go in step.  In a folded cluster the blocks that do
+    not repeat are those where a part falls further behind with every block (brain-120T's optimizer in the
+    backward passes), which no number of blocks settles; trying would only cost runs."""
+    if fold_decision(s)[0] or not p.layer_runs:
+        return None
+    runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
+                 for r in p.layer_runs)
+    return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _longer(settle: int) -> int:
+    """The next stretch to try: half as long again (4, 6, 9, 14, ...), so a run that settles by its sixth block is
+    not simulated to its eighth, while one that does not settle costs few tries."""
+    return -(-3 * settle // 2)
+
+
 def _run_layers_folded(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
-    """Run the plan; if its blocks do not repeat in an uneven slot, again with every block of the uneven slots
-    simulated (:func:`_unfold_uneven_slots`); if they do not repeat in one direction elsewhere, again with the
-    other one only.
+    """Run the plan; on a :class:`LayerFoldMismatch`, the rungs of :func:`_fold_fewer_layers`."""
+    try:
+        return run(p)
+    except LayerFoldMismatch as exc:
+        return _fold_fewer_layers(s, p, run, exc)
+
+
+def _fold_fewer_layers(s: Scenario, p: Plan, run: Callable[[Plan], R], exc: LayerFoldMismatch) -> R:
+    """After the plan's blocks failed to repeat (``exc``): if they did so in an uneven slot, run again with every
+    block of the uneven slots simulated (:func:`_unfold_uneven_slots`); if they do not repeat in one direction
+    elsewhere, again with the other one only.
 
     A rung costs a run only where a fold fails its check: the run stops at the first failed check, and a plan
     whose blocks fold in more slots simulates no more than one with fewer.  Only a run of one simulated step folds
@@ -57,20 +119,17 @@ def _run_layers_folded(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
     forward in the next step, waiting for an update the run never simulates, and one whose forward was folded
     away would skip the wait the real run has.
     """
-    try:
-        return run(p)
-    except LayerFoldMismatch as exc:
-        fewer = _unfold_uneven_slots(p, exc)
-        if fewer is not None:
-            log.info("%s: blocks do not repeat (%s): simulating every block of micro-batches %s, where the wafers' "
-                     "sizes differ", s.name, exc, sorted(fewer.blocks_unfolded_in))
-            return _run_layers_folded(s, fewer, run)
-        others = tuple(d for d in p.layer_directions if d != exc.direction)
-        if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
-            raise
-        log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
-                 exc.direction, exc, others[0])
-        return run(replace(p, layer_directions=others))
+    fewer = _unfold_uneven_slots(p, exc)
+    if fewer is not None:
+        log.info("%s: blocks do not repeat (%s): simulating every block of micro-batches %s, where the wafers' "
+                 "sizes differ", s.name, exc, sorted(fewer.blocks_unfolded_in))
+        return _run_layers_folded(s, fewer, run)
+    others = tuple(d for d in p.layer_directions if d != exc.direction)
+    if exc.direction not in p.layer_directions or not others or p.simulated_steps > 1:
+        raise exc
+    log.info("%s: blocks do not repeat in the %s passes (%s): folding them in the %s passes only", s.name,
+             exc.direction, exc, others[0])
+    return run(replace(p, layer_directions=others))
 
 
 def _unfold_uneven_slots(p: Plan, exc: LayerFoldMismatch) -> Plan | None:

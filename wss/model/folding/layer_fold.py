@@ -17,6 +17,10 @@ then two *fold points* per run:
   are compared, and ``hi-3``'s interval (its recompute, when checkpointing,
   and its backward passes) is repeated before block ``lo+3``.
 
+Four blocks at each end is the run's ``settle`` (:class:`~wss.model.plan.layer_runs.BlockRun`) at first; where
+wafers that differ (a straggler) take longer to fill the buffers between them, the ladder simulates more
+(:mod:`wss.model.folding.ladder`), and the two compared blocks are then the last two of the longer stretch.
+
 The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.folding.fold`):
 at the starts of the two compared blocks and of the block after the copies,
 everything queued or in flight must be the same, the two compared intervals
@@ -55,7 +59,6 @@ from wss.model.folding.fold import (
     state_differences,
 )
 from wss.model.plan.layer_runs import BlockRun
-from wss.model.plan.micro_batching import FOLDED_PREFIX
 from wss.model.program import Pass, gradient_passes
 
 if TYPE_CHECKING:
@@ -112,7 +115,7 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
     points = []
     for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program if p.micro_batch not in unfolded):
         for r in runs:
-            k = FOLDED_PREFIX
+            k = r.settle
             fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]
             bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + k - 1)]
             if "forward" in directions:
@@ -263,10 +266,12 @@ def unfold_wafer(wafer: Wafer, program: Sequence[Pass], layers: LayersFold, copi
 
 
 def unfold_jobs(jobs: Sequence[UpdateJob], program: Sequence[Pass], layers: LayersFold) -> None:
-    """Each optimizer job moves with the pass that sent its gradient."""
+    """Each optimizer job moves with the pass that sent its gradient (with global-norm clipping, an update with
+    the pass that sent the step's last one, which released it)."""
     grad_pass = gradient_passes(program)
     for j in jobs:
-        d = layers.shift(grad_pass[(j.kernel, j.step, j.micro_batch)])
+        at = j.released_by if j.released_by is not None else grad_pass[(j.kernel, j.step, j.micro_batch)]
+        d = layers.shift(at)
         j.arrived += d
         j.start += d
         j.end += d

@@ -35,7 +35,7 @@ the achieved fraction of it, calibrated on published measured runs where a prese
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,18 +59,28 @@ class NnzProfile:
     nnz: int
     col_counts: np.ndarray | None = None
     row_counts: np.ndarray | None = None
+    # The busiest rows already dealt, by (counts, engine rows): a kernel is costed at every micro-batch size
+    # the planner weighs, on the same profile and engine rows, and dealing sorts every feature's count.
+    _busiest: dict[tuple[str, int], int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def busiest_input_row(self, engine_rows: int) -> int:
         """Non-zeros on the busiest engine row when input features are dealt to rows."""
         if self.col_counts is None:
             return math.ceil(self.in_features / engine_rows) * self.out_features
-        return int(row_loads(self.col_counts, engine_rows).max())
+        return self._dealt("col", self.col_counts, engine_rows)
 
     def busiest_output_row(self, engine_rows: int) -> int:
         """Same, dealing output features (the backward-data mapping)."""
         if self.row_counts is None:
             return math.ceil(self.out_features / engine_rows) * self.in_features
-        return int(row_loads(self.row_counts, engine_rows).max())
+        return self._dealt("row", self.row_counts, engine_rows)
+
+    def _dealt(self, which: str, counts: np.ndarray, engine_rows: int) -> int:
+        """The busiest of ``engine_rows`` rows dealt ``counts``, worked out once per profile."""
+        key = (which, engine_rows)
+        if key not in self._busiest:
+            self._busiest[key] = int(row_loads(counts, engine_rows).max())
+        return self._busiest[key]
 
 
 def dense_profile(out_features: int, in_features: int) -> NnzProfile:

@@ -37,6 +37,21 @@ LAMB).  Each optimizer's reads and writes are counted per component, so a
 job costs each component's traffic at its own tier (:func:`job_traffic`).
 Every job also reads the incoming summed gradient, which the network lands
 in DRAM (the gradient intake writes it there first).
+
+Global-norm gradient clipping (``training.gradient_clipping: global_norm``;
+PyTorch's ``clip_grad_norm_``, the Cerebras modelzoo's ``max_gradient_norm``)
+scales every gradient of the step by ``min(1, c / ||g||)``, so no weight may
+change before the norm of all of them is known.  Its work, counted by hand
+(a declared assumption): a **norm** job per kernel as its step's gradient
+arrives (the last micro-batch's), summing the squares of the kernel's
+gradient (2 FLOPs per parameter: a multiply and an add); with micro-batches
+(or a tied kernel's shared accumulator) it first adds the incoming gradient
+into the fp32 accumulator (read and write it, 1 FLOP), because the norm is
+that of the whole step's gradient.  The update then scales the gradient (1
+FLOP per parameter) and, where the norm job folded it into the accumulator,
+reads only the accumulator, not the incoming gradient again.  Summing the
+shards' partial sums across MemoryX's nodes is one scalar each and not
+counted.
 """
 
 from __future__ import annotations
@@ -44,12 +59,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
-    "OptimizerCost", "OPTIMIZER_COSTS", "SCALAR_BYTES", "STATE_COMPONENTS", "StateTiers", "JobTraffic", "job_traffic",
-    "job_seconds",
+    "OptimizerCost", "OPTIMIZER_COSTS", "SCALAR_BYTES", "NORM_FLOPS", "CLIP_SCALE_FLOPS", "STATE_COMPONENTS",
+    "StateTiers", "JobTraffic", "job_traffic", "job_seconds",
 ]
 
 #: MemoryX keeps master weights and optimizer state in fp32.
 SCALAR_BYTES = 4
+
+#: FLOPs per parameter of the global norm's sum of squares (a multiply and an add), and of scaling the gradient
+#: by the clipping factor before the update (a multiply): counted by hand, an ASSUMPTION (module docstring).
+NORM_FLOPS = 2.0
+CLIP_SCALE_FLOPS = 1.0
 
 #: The parts of a kernel's MemoryX state that placement may put in different tiers, hottest first:
 #: the weights are read by every stream pass, the gradient accumulator by every micro-batch's
@@ -141,14 +161,17 @@ class JobTraffic:
 
 def job_traffic(
     cost: OptimizerCost, kind: str, nnz: float, tiers: StateTiers, *, first: bool, accumulated: bool,
-    incoming_bytes: float,
+    incoming_bytes: float, clipped: bool = False,
 ) -> JobTraffic:
     """The traffic of one job on one kernel of ``nnz`` non-zeros, each component at its tier.
 
-    ``kind`` is ``'update'`` or ``'accumulate'``.  An accumulation adds the incoming gradient into the
-    fp32 accumulator (``first``: it starts it, write only; one add per weight otherwise).  An update
-    moves the optimizer's scalars, plus the accumulator's read when ``accumulated``.  Both read the
-    ``incoming_bytes`` of the summed gradient from DRAM, where the network landed it.
+    ``kind`` is ``'update'``, ``'accumulate'`` or ``'norm'``.  An accumulation adds the incoming gradient
+    into the fp32 accumulator (``first``: it starts it, write only; one add per weight otherwise).  An
+    update moves the optimizer's scalars, plus the accumulator's read when ``accumulated``.  Both read the
+    ``incoming_bytes`` of the summed gradient from DRAM, where the network landed it.  With global-norm
+    clipping (``clipped``, see the module docstring) the last micro-batch's gradient first goes to a norm
+    job (when ``accumulated``, a finishing accumulation too), and the update scales the gradient and reads
+    only the accumulator where the norm job folded the incoming gradient into it.
     """
     moved: dict[str, list[float]] = {"dram": [0.0, 0.0], "flash": [0.0, 0.0]}  # tier -> [read, write] scalars
     if kind == "update":
@@ -157,7 +180,14 @@ def job_traffic(
         for comp, r, w in zip(STATE_COMPONENTS, reads, cost.writes):
             moved[tiers.of(comp)][0] += r
             moved[tiers.of(comp)][1] += w
-        flops = nnz * cost.flops
+        flops = nnz * (cost.flops + (CLIP_SCALE_FLOPS if clipped else 0.0))
+        if clipped and accumulated:
+            incoming_bytes = 0.0  # the norm job added it into the accumulator
+    elif kind == "norm":
+        if accumulated:  # the step's gradient is the accumulator plus this one: finish the sum first
+            moved[tiers.gradient][0] += 1
+            moved[tiers.gradient][1] += 1
+        flops = nnz * (NORM_FLOPS + (1.0 if accumulated else 0.0))
     else:
         moved[tiers.gradient][0] += 0 if first else 1
         moved[tiers.gradient][1] += 1

@@ -60,6 +60,7 @@ def numerics_spec(s: Scenario) -> NumericsSpec:
         learning_rate=n.learning_rate,
         momentum=n.momentum,
         weight_decay=n.weight_decay,
+        max_gradient_norm=n.max_gradient_norm if tr.gradient_clipping == "global_norm" else None,
         global_batch=tr.global_batch,
         wafers=s.hardware.wafers,
         steps=tr.steps,

@@ -44,6 +44,10 @@ class NumericsSpec:
     learning_rate, momentum, betas, eps
         Optimizer hyper-parameters (``momentum`` for ``"momentum"``; ``betas``
         and ``eps`` for Adam/AdamW/LAMB).
+    max_gradient_norm
+        Clip the step's summed gradients to this global L2 norm before the
+        optimizer uses them (PyTorch's ``clip_grad_norm_``); ``None``: no
+        clipping.
     weight_decay
         Decoupled decay for AdamW and LAMB; coupled L2 (added to the gradient) for the
         others, as in PyTorch.
@@ -86,6 +90,7 @@ class NumericsSpec:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
+    max_gradient_norm: float | None = None
     global_batch: int = 128
     wafers: int = 1
     steps: int = 100
@@ -126,6 +131,7 @@ class NumericsSpec:
             ("betas", len(self.betas) == 2 and all(0.0 <= b < 1.0 for b in self.betas)),
             ("eps", self.eps > 0),
             ("weight_decay", self.weight_decay >= 0),
+            ("max_gradient_norm", self.max_gradient_norm is None or self.max_gradient_norm > 0),
             ("global_batch", self.global_batch >= 1),
             ("wafers", self.wafers >= 1),
             ("steps", self.steps >= 0),

@@ -12,11 +12,15 @@ One step:
    divided by the global batch size.
 3. SwarmX sums the wafer gradients (and loss sums) up its fan-out tree in a
    fixed order (:func:`~wss.model.numerics.swarmx.tree_reduce`).
-4. MemoryX's optimizer updates the fp32 masters, non-zeros only, so the mask
+4. With a ``max_gradient_norm``, MemoryX scales the step's summed gradients
+   by one factor from their global norm (:func:`clip_global_norm`).
+5. MemoryX's optimizer updates the fp32 masters, non-zeros only, so the mask
    never changes; the step's loss goes to the user node.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -76,6 +80,16 @@ def train(spec: NumericsSpec) -> NumericsOutcome:
         return _train(spec)
 
 
+def clip_global_norm(grads: list[np.ndarray], max_norm: float) -> list[np.ndarray]:
+    """The gradients scaled so that their global L2 norm is at most ``max_norm``, as PyTorch's
+    ``clip_grad_norm_`` does (factor ``max_norm / (norm + 1e-6)``, never above 1)."""
+    norm = float(np.sqrt(math.fsum(float(np.dot(g.ravel(), g.ravel())) for g in grads)))
+    factor = max_norm / (norm + 1e-6)
+    if factor >= 1.0:
+        return grads
+    return [g * np.float32(factor) for g in grads]
+
+
 def _train(spec: NumericsSpec) -> NumericsOutcome:
     task = make_task(spec)
     structure = initial_weights(spec)
@@ -101,9 +115,12 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
         n_correct = tree_reduce([r and r.n_correct for r in results], spec.fan_out)
         losses.append(loss_sum / spec.global_batch)
         accuracies.append(n_correct / spec.global_batch)
-        for layer, (values, state) in enumerate(zip(masters, states, strict=True)):
-            grad = tree_reduce([r and r.grads[layer] for r in results], spec.fan_out)
-            optimizer.update(values, grad.astype(np.float32, copy=False), state)
+        grads = [tree_reduce([r and r.grads[layer] for r in results], spec.fan_out).astype(np.float32, copy=False)
+                 for layer in range(len(masters))]
+        if spec.max_gradient_norm is not None:
+            grads = clip_global_norm(grads, spec.max_gradient_norm)
+        for values, state, grad in zip(masters, states, grads, strict=True):
+            optimizer.update(values, grad, state)
     final = tuple(w.with_values(v) for w, v in zip(structure, masters, strict=True))
     return NumericsOutcome(
         spec=spec,

@@ -41,6 +41,7 @@ problem before the MemoryX ones.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 
 from wss.model.kernels.cycles import NnzProfile
@@ -119,6 +120,24 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
     return replace(inputs, candidates=fit_store(s, ops, samples, candidates, inputs.placement_for))
 
 
+#: The choice made for a scenario, by the scenario's identity while it lives: a scenario is often planned again
+#: (``wss.plan`` then ``wss.simulate``, a run's plan with other folds), and the choice, the analytic costing of
+#: every candidate, is most of a small scenario's plan.  A Scenario is immutable, so its choice cannot change.
+_CHOICES: dict[int, tuple[weakref.ref[Scenario], tuple[Candidate, PlanChoice]]] = {}
+
+
+def _choice(s: Scenario, inp: PlanInputs) -> tuple[Candidate, PlanChoice]:
+    """:func:`~wss.model.plan.search.choose` on ``inp`` (the inputs of ``s`` without given profiles), once per
+    scenario object."""
+    kept = _CHOICES.get(id(s))
+    if kept is not None and kept[0]() is s:
+        return kept[1]
+    made = choose(inp.costing, inp.candidates)
+    key = id(s)
+    _CHOICES[key] = (weakref.ref(s, lambda _ref: _CHOICES.pop(key, None)), made)
+    return made
+
+
 def rank_candidates(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None) -> list[CandidateCost]:
     """Every candidate :func:`make_plan` weighs for this scenario, fastest first by the analytic step time.
 
@@ -153,7 +172,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     hw = s.hardware
     inp = plan_inputs(s, profiles)
     ops = inp.ops
-    chosen, choice = choose(inp.costing, inp.candidates)
+    chosen, choice = _choice(s, inp) if profiles is None else choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
     placement = inp.placement_for(chosen)
     tree = swarmx_path(hw)

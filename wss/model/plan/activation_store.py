@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.memoryx_rates import memoryx_rates
-from wss.model.plan.micro_batching import Candidate, block_input_widths, split_evenly
+from wss.model.plan.activation_sram import block_input_widths
+from wss.model.plan.micro_batching import Candidate, split_evenly
 from wss.model.plan.placement import Placement
 from wss.model.plan.problems import fmt_bytes, infeasible
 from wss.model.scenario import Scenario

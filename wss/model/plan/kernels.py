@@ -15,6 +15,7 @@ import math
 from wss.model.kernels.cycles import KernelCycles, NnzProfile, kernel_cycles
 from wss.model.machine.optimizer_costs import SCALAR_BYTES
 from wss.model.machine.release_rates import release_wafer
+from wss.model.machine.wafer_rates import nonweight_flops
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.placement import Placement
 from wss.model.plan.types import KernelPlan
@@ -102,7 +103,7 @@ def wafer_op_seconds(
     wafer: WaferConfig, ops: list[Op], token_counts: list[int]
 ) -> dict[tuple[int, int], tuple[float, float]]:
     """(op position, tokens) -> (forward, backward) seconds of each non-weight op, at the sustained non-weight rate."""
-    rate = wafer.peak_flops * wafer.nonweight_efficiency
+    rate = nonweight_flops(wafer)
     seconds = {}
     for pos, op in enumerate(ops):
         if isinstance(op, WaferOp):

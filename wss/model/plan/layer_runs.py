@@ -20,19 +20,23 @@ __all__ = ["BlockRun", "block_runs"]
 
 @dataclass(frozen=True)
 class BlockRun:
-    """Consecutive identical blocks ``lo .. hi`` (inclusive) long enough to fold."""
+    """Consecutive identical blocks ``lo .. hi`` (inclusive) long enough to fold, of which ``settle`` are simulated
+    at each end: the first ``settle - 2`` of them let the run settle, the next two are compared
+    (:mod:`wss.model.folding.layer_fold`).  :data:`FOLDED_PREFIX` at first; more where wafers that differ fill the
+    buffers between them over more blocks than that (:mod:`wss.model.folding.ladder`)."""
 
     lo: int
     hi: int
+    settle: int = FOLDED_PREFIX
 
     @property
     def copies(self) -> int:
         """Blocks of the run that are not simulated (the copies of each fold point)."""
-        return self.hi - self.lo + 1 - 2 * FOLDED_PREFIX
+        return self.hi - self.lo + 1 - 2 * self.settle
 
     @property
     def dropped(self) -> range:
-        return range(self.lo + FOLDED_PREFIX, self.hi - FOLDED_PREFIX + 1)
+        return range(self.lo + self.settle, self.hi - self.settle + 1)
 
 
 def block_runs(plan: Plan) -> tuple[BlockRun, ...]:

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wss.model.plan.activation_sram import ActivationPeak, activation_bytes_per_element, activation_peak
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.problems import fmt_bytes, infeasible
-from wss.model.scenario import PRECISION_BYTES, Scenario
-from wss.model.workload import Op, StreamedKernel, WaferOp
+from wss.model.scenario import Scenario
+from wss.model.workload import Op, StreamedKernel
 
 __all__ = [
     "FOLD_MIN_COPIES",
@@ -39,7 +40,6 @@ __all__ = [
     "uneven_slots",
     "simulated_micro_batches",
     "simulated_steps",
-    "activation_elements_per_token",
 ]
 
 #: Fold only when it removes at least this many micro-batches per step.
@@ -242,49 +242,55 @@ def micro_batch_candidates(scenario: Scenario, ops: list[Op], retained: float, b
     """
     tr = scenario.training
     seq = scenario.seq_len
-    act_b = PRECISION_BYTES[tr.activation_precision]
+    act_b = activation_bytes_per_element(scenario)
     available = scenario.hardware.wafer.activation_sram_bytes
     has_blocks = any(op.block is not None for op in ops)
     modes = ["none", "blocks", "offload"] if tr.activation_checkpointing == "auto" else [tr.activation_checkpointing]
     modes = [m for m in modes if m == "none" or has_blocks] or ["none"]
     out: list[Candidate] = []
-    fits: dict[str, tuple[float, int]] = {}
+    fits: dict[str, tuple[ActivationPeak, int]] = {}
     for mode in modes:
-        per_token = activation_elements_per_token(ops, mode) * act_b
+        peak = activation_peak(ops, mode)
+        per_token = peak.elements_per_token * act_b
         max_mb = min(busiest, int((available - retained) // (per_token * seq)))
-        fits[mode] = (per_token, max_mb)
+        fits[mode] = (peak, max_mb)
         sizes = range(1, max_mb + 1) if tr.micro_batch == "auto" else [min(tr.micro_batch, busiest)]
         counts = sorted({math.ceil(busiest / m) for m in sizes if m <= max_mb})
         for n in counts:
             split = split_evenly(busiest, n)
             out.append(Candidate(mode, tuple(split), per_token * seq * max(split) + retained))
     if not out:
-        raise _does_not_fit(scenario, modes[-1], fits[modes[-1]], retained, busiest)
+        mode = min(modes, key=lambda m: fits[m][0].elements_per_token)  # the mode that comes closest
+        raise _does_not_fit(scenario, mode, fits[mode], retained, busiest)
     return out
 
 
-def _does_not_fit(scenario: Scenario, mode: str, fit: tuple[float, int], retained: float, busiest: int) -> Exception:
-    """The error for a scenario with no candidate: one sample, or the micro-batch asked for, does not fit."""
-    per_token, max_mb = fit
+def _does_not_fit(scenario: Scenario, mode: str, fit: tuple[ActivationPeak, int], retained: float,
+                  busiest: int) -> Exception:
+    """The error for a scenario with no candidate: one sample, or the micro-batch asked for, does not fit
+    (in ``mode``, the allowed mode that needs the least)."""
+    peak, max_mb = fit
     seq = scenario.seq_len
+    per_token = peak.elements_per_token * activation_bytes_per_element(scenario)
     wafer = scenario.hardware.wafer
     available = wafer.activation_sram_bytes
     asked = scenario.training.micro_batch
+    reserved = f"({wafer.name}: {fmt_bytes(wafer.sram_bytes)} less {wafer.sram_reserved_fraction:.0%} reserved)"
+    at = f"checkpointing '{mode}', at its peak in {peak.where}"
     if max_mb >= 1 and asked != "auto":
         mb = min(asked, busiest)
         return infeasible(
             scenario,
             "training.micro_batch",
             f"a micro-batch of {mb} samples needs {fmt_bytes(per_token * seq * mb + retained)} of "
-            f"wafer SRAM (checkpointing '{mode}') but {fmt_bytes(available)} is available; at most {max_mb} fit",
+            f"wafer SRAM for activations ({at}) but {fmt_bytes(available)} is available {reserved}; "
+            f"at most {max_mb} fit",
         )
     return infeasible(
         scenario,
         "training.micro_batch",
         f"activations of one sample need {fmt_bytes(per_token * seq + retained)} of wafer SRAM "
-        f"(checkpointing '{mode}') but {fmt_bytes(available)} is available "
-        f"({wafer.name}: {fmt_bytes(wafer.sram_bytes)} less "
-        f"{wafer.sram_reserved_fraction:.0%} reserved)",
+        f"({at}) but {fmt_bytes(available)} is available {reserved}",
     )
 
 
@@ -320,41 +326,3 @@ def simulated_steps(scenario: Scenario, fold: bool) -> int:
     steps = scenario.training.steps
     allowed = fold and scenario.simulation.fold_micro_batches and not scenario.numerics.enabled
     return FOLDED_PREFIX + 1 if allowed and steps - 1 - FOLDED_PREFIX >= FOLD_MIN_COPIES else steps
-
-
-def activation_elements_per_token(ops: list[Op], mode: str) -> float:
-    """Activation elements per token that must be resident in SRAM at the peak.
-
-    ``'none'`` keeps every op's stored activations; ``'blocks'`` keeps those outside blocks, each
-    block's input and, at the peak, one block's stored activations while it is recomputed;
-    ``'offload'`` keeps those outside blocks, two block inputs (the one being recomputed and the next,
-    arriving) and one block's stored activations.  All add the largest working set of a non-weight op.
-    """
-    working = max((op.working_elements_per_token for op in ops if isinstance(op, WaferOp)), default=0)
-    if mode == "none":
-        return sum(op.stored_elements_per_token for op in ops) + working
-    per_block: dict[int, float] = {}
-    outside: float = 0
-    for op in ops:
-        if op.block is None:
-            outside += op.stored_elements_per_token
-        else:
-            per_block[op.block] = per_block.get(op.block, 0) + op.stored_elements_per_token
-    widths = block_input_widths(ops)
-    block_inputs = 2 * max(widths.values(), default=0) if mode == "offload" else sum(widths.values())
-    return outside + block_inputs + max(per_block.values(), default=0) + working
-
-
-def block_input_widths(ops: list[Op]) -> dict[int, int]:
-    """Each block's input width (features per token): what a checkpointed block keeps, or offloads.
-
-    The width entering the block's first streamed kernel applied to every token (its ``qkv``, or the
-    first kernel of a block without attention; not a DiT block's adaLN linear, which reads the
-    conditioning vector once per sample).
-    """
-    widths: dict[int, int] = {}
-    for op in ops:
-        if isinstance(op, StreamedKernel) and op.block is not None and op.block not in widths \
-                and op.tokens_per_input == 1:
-            widths[op.block] = op.in_features
-    return widths

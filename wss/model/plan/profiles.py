@@ -10,6 +10,8 @@ cycle count) and a profile does not depend on the rest of the model.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from wss.model.kernels.cycles import NnzProfile, dense_profile, sampled_profile
@@ -43,7 +45,7 @@ def kernel_profiles(
         else:
             shape = (k.out_features, k.in_features, k.density)
             if shape not in sampled:
-                sampled[shape] = sampled_profile(k.out_features, k.in_features, k.density, mask_rng(scenario.seed, k))
+                sampled[shape] = _sampled(k.out_features, k.in_features, k.density, scenario.seed, _density_key(k))
             prof = sampled[shape]
         profiles.append(prof)
     return profiles
@@ -51,6 +53,22 @@ def kernel_profiles(
 
 def mask_rng(seed: int, k: StreamedKernel) -> np.random.Generator:
     """The generator of a kernel's sampled mask: the scenario seed, the shape, the density to 1e-9."""
+    return np.random.default_rng([seed, k.out_features, k.in_features, _density_key(k)])
+
+
+def _density_key(k: StreamedKernel) -> int:
     # int() kept: on numpy 1.x round() of a numpy float is not an int, and the seed list needs ints.
-    density_key = int(round(k.density * 1e9))  # noqa: RUF046
-    return np.random.default_rng([seed, k.out_features, k.in_features, density_key])
+    return int(round(k.density * 1e9))  # noqa: RUF046
+
+
+@lru_cache(maxsize=256)
+def _sampled(out_features: int, in_features: int, density: float, seed: int, density_key: int) -> NnzProfile:
+    """:func:`sampled_profile` drawn from :func:`mask_rng`'s generator, kept: a profile is a function of these
+    alone, and a scenario is planned more than once (checked, then simulated; a sweep's points share shapes),
+    each time drawing every feature's count again.  Its counts are read-only, as every plan shares them."""
+    rng = np.random.default_rng([seed, out_features, in_features, density_key])
+    prof = sampled_profile(out_features, in_features, density, rng)
+    for counts in (prof.col_counts, prof.row_counts):
+        if counts is not None:
+            counts.setflags(write=False)
+    return prof

@@ -492,8 +492,9 @@ def _memoryx_records(cluster: Cluster, shift: Shift, tail: list[tuple[float, flo
                 cycles=0.0,
                 bound_by=bound,
                 exposed_stall_s=max(j.queued_s, 0.0),
-                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.folding.layer_repeats(grad[(j.kernel, j.step,
-                                                                                            j.micro_batch)]),
+                # an update released by the step's last gradient (clipping) is one kernel's, stand-ins included
+                repeats=unfold.repeats(j.step, j.micro_batch) * cluster.folding.layer_repeats(
+                    j.released_by if j.released_by is not None else grad[(j.kernel, j.step, j.micro_batch)]),
                 **_seconds_fields(drain if j is last_job else {}),
             )
         )

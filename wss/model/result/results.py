@@ -102,7 +102,8 @@ class KernelRecord(_Data):
     micro_batch: int
     name: str
     layer: str
-    phase: str = Field(description="forward, recompute, backward, accumulate, update or drain")
+    phase: str = Field(description="forward, recompute, backward, accumulate, norm (global-norm clipping), update or "
+                       "drain")
     where: str = Field(description="wafer or memoryx")
     start_s: float
     end_s: float
@@ -319,7 +320,10 @@ class FailureSummary(_Data):
                                          "over the wafers that train (not those cut off); None without random "
                                          "failures.")
     checkpoint_bytes: float = Field(description="Bytes of one checkpoint: MemoryX's weights and optimizer state.")
-    checkpoint_s: float = Field(description="Seconds to write one checkpoint from MemoryX to storage.")
+    checkpoint_s: float = Field(description="Seconds of one checkpoint: the job's fixed part (checkpoint_fixed_s) "
+                                "and its bytes written from MemoryX to storage.")
+    checkpoint_fixed_s: float = Field(0.0, description="The part of checkpoint_s that does not scale with the "
+                                      "bytes (job.checkpoint_s).")
     restart_s: float = Field(description="Seconds from a failure to training again (faults.failures.restart_s).")
     checkpoint_every_steps: int = Field(description="Steps between checkpoints: the scenario's, or under auto "
                                         "the interval with the highest expected goodput.")
@@ -330,9 +334,14 @@ class FailureSummary(_Data):
                            "time over the expected wall time per step.")
     expected_s_per_step: float = Field(description="Expected wall seconds per kept step: checkpoints, lost work "
                                        "and restarts included.")
+    job: str = Field("none", description="The job costs counted (job.name: the scenario's job preset).")
+    startup_s: dict[str, float] = Field(default_factory=dict, description="The job's costs before the first step "
+                                        "by name (compile with its micro-batch search, programming, weight_init, "
+                                        "input_priming), seconds; the time to train includes them once.")
     train_steps: int | None = Field(description="Steps of the whole training run (faults.failures.train_steps, "
                                     "or train_tokens over the tokens of a step).")
-    expected_time_to_train_s: float | None = Field(description="Expected wall seconds to train train_steps.")
+    expected_time_to_train_s: float | None = Field(description="Expected wall seconds to train train_steps: the "
+                                                   "job's start-up, the steps, checkpoints, lost work and restarts.")
     run_time_s: float = Field(description="Wall seconds of the simulated steps with their checkpoints and the "
                               "scripted failures (faults.events).")
     timeline: list[RunSpan] = Field(description="The simulated steps on the wall clock: steps, checkpoints, "
@@ -431,7 +440,10 @@ class Result(_Data):
     def stands_for(self, record: KernelRecord) -> list[str]:
         """The blocks a record counts for: ``[record.layer]``, or with layer folding, for the records of a block
         standing for folded ones, every block of its run (:class:`LayerFoldRecord`); ``record.repeats`` is
-        then spread evenly over them."""
+        then spread evenly over them.  With global-norm clipping an update runs after the step's last gradient,
+        outside every folded block, and each kernel's (a stand-in's too) has its own record."""
+        if record.phase == "update" and self.scenario.training.gradient_clipping == "global_norm":
+            return [record.layer]
         direction = _FOLD_DIRECTION.get(record.phase, "backward")
         for fold in self.layer_folds or ():
             if fold.layer == record.layer and fold.direction == direction:

@@ -1,6 +1,13 @@
 """Scenario: the validated, frozen description of one simulation."""
 
-from wss.model.scenario.hardware import HardwareConfig, InputsConfig, MemoryXConfig, SwarmXConfig, WaferConfig
+from wss.model.scenario.hardware import (
+    HardwareConfig,
+    InputPipelineConfig,
+    InputsConfig,
+    MemoryXConfig,
+    SwarmXConfig,
+    WaferConfig,
+)
 from wss.model.scenario.loader import apply_overrides, load_scenario, parse_override
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.training import PRECISION_BYTES, NumericsConfig, SimulationConfig, TrainingConfig
@@ -23,6 +30,7 @@ __all__ = [
     "MemoryXConfig",
     "SwarmXConfig",
     "InputsConfig",
+    "InputPipelineConfig",
     "WorkloadConfig",
     "ModelConfig",
     "DenseLayer",

@@ -37,7 +37,8 @@ GRID = Range(1, 10_000)
 #: Cycles of a fixed per-hop or per-feature cost.
 CYCLES = Range(0, 1e6, "cycles")
 
-__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "RuntimeConfig", "ActivationStoreConfig",
+__all__ = ["WaferConfig", "MemoryXConfig", "SwarmXConfig", "InputsConfig", "InputPipelineConfig", "INPUT_KINDS",
+           "RuntimeConfig", "ActivationStoreConfig",
            "HardwareConfig"]
 
 
@@ -111,8 +112,16 @@ class WaferConfig(Frozen):
     )
     nonweight_efficiency: Real = bounded(
         0.5,
-        description="Achieved fraction of peak for on-wafer non-weight work (attention, norms, ...).",
+        description="Achieved fraction of the attainable rate for on-wafer non-weight work (attention, norms, "
+        "...): of peak, or of what sram_bandwidth_Bps feeds where that is less.",
         within=EFFICIENCY,
+    )
+    sram_bandwidth_Bps: Real | None = bounded(
+        None,
+        within=Range(1e9, 1e20, "B/s"),
+        description="The wafer's total SRAM bandwidth, bytes/s. Non-weight work reads and writes its operands in "
+        "SRAM, so it runs at most at this over 3 bytes per FLOP (an fp16 multiply-add reads two operands and "
+        "writes one); unset: at peak.",
     )
     power_busy_W: Real | None = _power_busy("one CS-X system", "the whole system: wafer, power supplies, cooling, I/O")
     power_idle_W: Real | None = _power_idle("one CS-X system")
@@ -246,6 +255,67 @@ class InputsConfig(Frozen):
         return data
 
 
+#: Kinds of input preparation (``hardware.input_pipeline.kind``) and the model inputs each can feed.
+INPUT_KINDS = {
+    "pretokenised": ("tokens",),  # token ids read as they were written (e.g. HDF5 shards): no work per sample
+    "masked_tokens": ("tokens",),  # token ids masked on the fly for masked-language modelling (BERT's, ESM's MLM)
+    "image_decode": ("image",),  # compressed images decoded and augmented (JPEG, crop, flip)
+}
+
+#: Seconds one process spends preparing one sample, or one token of a sample.
+PREPARE_COST = Range(0.0, 1e3, "s")
+
+
+class InputPipelineConfig(Frozen):
+    """How the input workers prepare each sample before sending it: the preparation half of the input path.
+
+    One process spends ``prepare_s_per_sample + prepare_s_per_token x tokens`` on a sample; each wafer has
+    ``workers_per_wafer`` input workers, each preparing in ``max(1, num_workers)`` processes, so a wafer gets
+    ``workers_per_wafer x max(1, num_workers) / cost`` samples per second (wss/model/machine/input_rate.py).
+    Omitted: no kind, no cost, preparation never limits the input (the input path's bandwidth_Bps still does).
+    The costs per kind live in presets under ``configs/input_pipeline``, each sourced or calibrated.
+    """
+
+    name: str = Field("input-pipeline", description="Label of this input pipeline configuration.")
+    kind: Literal["pretokenised", "masked_tokens", "image_decode"] | None = Field(
+        None,
+        description="What preparing a sample takes: 'pretokenised' (token ids read as written), 'masked_tokens' "
+        "(token ids masked on the fly, as masked-language models do), 'image_decode' (compressed images decoded "
+        "and augmented); null: not stated, preparation is free.",
+    )
+    prepare_s_per_sample: Real = bounded(
+        0.0,
+        within=PREPARE_COST,
+        description="Seconds one preparing process spends on one sample, whatever its length (e.g. decoding an "
+        "image).",
+    )
+    prepare_s_per_token: Real = bounded(
+        0.0,
+        within=PREPARE_COST,
+        description="Seconds one preparing process spends on each token of a sample (e.g. masking a sequence).",
+    )
+    workers_per_wafer: Integer = bounded(
+        1, within=Range(1, 10_000),
+        description="Input workers feeding each wafer (the cluster's input-worker tasks per system).",
+    )
+    num_workers: Integer = bounded(
+        0, within=Range(0, 10_000),
+        description="Data-loader processes preparing samples in each input worker (the model zoo configuration's "
+        "num_workers); 0, PyTorch DataLoader's default: the input worker's main process prepares them itself.",
+    )
+
+    @model_validator(mode="after")
+    def _kind_given(self) -> InputPipelineConfig:
+        if self.kind is None and (self.prepare_s_per_sample or self.prepare_s_per_token):
+            raise ValueError("a preparation cost needs the kind of input it prepares (kind)")
+        return self
+
+    @property
+    def is_default(self) -> bool:
+        """Left out of the scenario (or given as it would be): serialised only otherwise."""
+        return self == InputPipelineConfig()
+
+
 class RuntimeConfig(Frozen):
     """Fixed costs of the software stack that do not scale with the work: what a real step pays
     beyond streaming and arithmetic.
@@ -360,6 +430,12 @@ class HardwareConfig(Frozen):
     memoryx: MemoryXConfig
     swarmx: SwarmXConfig
     inputs: InputsConfig
+    input_pipeline: InputPipelineConfig = Field(
+        default_factory=InputPipelineConfig,
+        description="How the input workers prepare samples: the kind, its cost per sample and per token, the "
+        "workers (omitted: preparation is free). Serialised only when given, so scenarios that leave it out keep "
+        "their hash.",
+    )
     runtime: RuntimeConfig = Field(
         default_factory=RuntimeConfig,
         description="Fixed costs per kernel pass, micro-batch and step (omitted: none, an ideal runtime).",
@@ -384,4 +460,6 @@ class HardwareConfig(Frozen):
             data.pop("allow_beyond_published_limits", None)
         if self.activation_store.is_default:
             data.pop("activation_store", None)
+        if self.input_pipeline.is_default:
+            data.pop("input_pipeline", None)
         return data

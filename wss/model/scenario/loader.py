@@ -28,7 +28,9 @@ from pydantic import ValidationError
 
 from wss.errors import FieldProblem, ScenarioError, quote, shorten
 from wss.files import InputError, read_input
-from wss.model.scenario.faults import DEFAULT_STORAGE, fault_problems
+from wss.model.scenario.faults import DEFAULT_STORAGE, StorageConfig, fault_problems
+from wss.model.scenario.hardware import INPUT_KINDS
+from wss.model.scenario.job import JobConfig, default_job_preset
 from wss.model.scenario.limits import work_checks
 from wss.model.scenario.presets import HARDWARE_PART_KINDS, PresetNotFound, load_model_preset, load_part_preset
 from wss.model.scenario.scenario import Scenario
@@ -42,6 +44,8 @@ __all__ = [
     "key_problem",
     "ClusterLimit",
     "published_cluster_limit",
+    "job_of",
+    "checkpoint_storage",
 ]
 
 _PART_KINDS = HARDWARE_PART_KINDS
@@ -114,9 +118,17 @@ def load_scenario(
         # replaces the whole part rather than sitting under fields that would win over it.
         selectors = [(_preset_owner(k), {"preset": v}) for k, v in selectors]
     raw = apply_overrides(raw, selectors, label)
+    # The job given whole resolves as in a file (fields without a preset go over the system's preset); a field
+    # of the job set on a scenario without one lands on its system's preset.
+    whole_job = [(k, v) for k, v in fields if k == "job"]
+    fields = [(k, v) for k, v in fields if k != "job"]
+    raw = apply_overrides(raw, whole_job, label)
+    if any(k.startswith("job.") for k, _ in fields) and raw.get("job") is None:
+        raw = {**raw, "job": {}}
     raw = _resolve_presets(raw, label, lines, overridden)
     raw = apply_overrides(raw, fields, label)
     raw = _resolve_storage(raw, label, lines, overridden)  # again: an override may give faults.failures whole
+    raw = _resolve_job(raw, label, lines, overridden, first=False)  # again: an override may name a preset
     text_problems = _unencodable_text(raw)
     if text_problems:
         raise ScenarioError(label, [_with_line(p, lines, overridden) for p in text_problems])
@@ -189,7 +201,7 @@ def _selects_preset(key: str, value: Any) -> bool:
     parts = key.split(".")
     if parts[-1] == "preset":
         return True
-    if isinstance(value, str) and key in {"hardware", "workload.model"}:
+    if isinstance(value, str) and key in {"hardware", "workload.model", "job"}:
         return True
     return isinstance(value, str) and len(parts) == 2 and parts[0] == "hardware" and parts[1] in _PART_KINDS
 
@@ -231,7 +243,7 @@ def key_problem(key: str, values: Sequence[Any] = ()) -> str | None:
 def _preset_key(parts: list[str]) -> bool:
     """``hardware.preset``, ``hardware.<part>.preset``, ``workload.model.preset``: chosen before validation."""
     return parts[-1:] == ["preset"] and (
-        parts[:-1] in (["hardware"], ["workload", "model"]) or (len(parts) == 3 and parts[0] == "hardware"
+        parts[:-1] in (["hardware"], ["workload", "model"], ["job"]) or (len(parts) == 3 and parts[0] == "hardware"
                                                                 and parts[1] in _PART_KINDS)
     )
 
@@ -332,7 +344,57 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: l
         if model is not None:
             wl["model"] = model
         raw["workload"] = wl
+    raw = _resolve_job(raw, label, lines, overridden, first=True)
     return _resolve_storage(raw, label, lines, overridden)
+
+
+def _resolve_job(raw: dict[str, Any], label: str, lines: dict, overridden: list[str], first: bool) -> dict[str, Any]:
+    """``job``: a preset name under configs/job, or fields beside a ``preset``; on the ``first`` pass (before
+    field overrides) fields without a preset go over the preset of the wafer's system
+    (:func:`~wss.model.scenario.job.default_job_preset`).  On the last pass, a scenario that reports a time
+    to train (``faults.failures``) and gives no ``job`` gets its system's preset; any other leaves it out, and
+    its hash unchanged."""
+    job = raw.get("job")
+    if job is None:
+        faults = raw.get("faults")
+        if first or not (isinstance(faults, dict) and isinstance(faults.get("failures"), dict)):
+            return raw
+        job = default_job_preset(_wafer_name(raw))
+    if isinstance(job, str):
+        job = {"preset": job}
+    if not isinstance(job, dict) or ("preset" not in job and not first):
+        return raw  # resolved already (or not a mapping: validation names the field)
+    if "preset" not in job:
+        job = {"preset": default_job_preset(_wafer_name(raw)), **job}
+    raw = copy.deepcopy(raw)
+    job = dict(job)
+    name = job.pop("preset")
+    base = _preset("job", name, ("job", "preset"), label, lines, overridden)
+    base.setdefault("name", name)
+    raw["job"] = _deep_merge(base, job)
+    return raw
+
+
+def _wafer_name(raw: dict[str, Any]) -> str:
+    """The resolved wafer's name in a raw scenario mapping ('' where it has none)."""
+    hw = raw.get("hardware")
+    wafer = hw.get("wafer") if isinstance(hw, dict) else None
+    return str(wafer.get("name", "")) if isinstance(wafer, dict) else ""
+
+
+def job_of(scenario: Scenario) -> JobConfig:
+    """The job costs of a scenario: its ``job``, or the preset of its wafer's system when it gives none."""
+    if scenario.job is not None:
+        return scenario.job
+    name = default_job_preset(scenario.hardware.wafer.name)
+    return JobConfig.model_validate({"name": name, **load_part_preset("job", name)})
+
+
+def checkpoint_storage(scenario: Scenario) -> StorageConfig:
+    """Where a scenario's checkpoints go: ``faults.failures.storage``, or the default storage preset."""
+    if scenario.faults.failures is not None:
+        return scenario.faults.failures.storage
+    return StorageConfig.model_validate({"name": DEFAULT_STORAGE, **load_part_preset("storage", DEFAULT_STORAGE)})
 
 
 def _resolve_storage(raw: dict[str, Any], label: str, lines: dict, overridden: list[str]) -> dict[str, Any]:
@@ -418,6 +480,7 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
                                s.training.steps, hw.memoryx.shards, hw.swarmx)
     model = s.workload.model
     problems += _seq_len_checks(s) or _window_checks(s)
+    problems += _input_kind_checks(s)
     if s.training.global_batch < s.hardware.wafers:
         problems.append(
             FieldProblem(
@@ -448,6 +511,16 @@ def _cross_checks(s: Scenario) -> list[FieldProblem]:
         problems += _numerics_activation_checks(model.layers)
     # The work bounds weigh what a valid scenario would cost: a scenario already refused is not weighed.
     return problems or work_checks(s)
+
+
+def _input_kind_checks(s: Scenario) -> list[FieldProblem]:
+    """An input pipeline prepares the model's kind of input: token kinds feed token models, images image models."""
+    kind, model = s.hardware.input_pipeline.kind, s.workload.model
+    if kind is None or model.input in INPUT_KINDS[kind]:
+        return []
+    return [FieldProblem("hardware.input_pipeline.kind",
+                         f"{kind!r} prepares {' or '.join(INPUT_KINDS[kind])} inputs; model {model.name!r} reads "
+                         f"{model.input}")]
 
 
 def _cluster_limit_checks(s: Scenario) -> list[FieldProblem]:

@@ -8,7 +8,9 @@ Layout::
     configs/hardware/<name>.yaml   a cluster: names a wafer, memoryx and swarmx preset, inputs, wafers
     configs/runtime/<name>.yaml    the runtime's fixed costs
     configs/activation_store/<name>.yaml  where offloaded block inputs wait
+    configs/input_pipeline/<name>.yaml    what preparing an input sample costs, by kind
     configs/storage/<name>.yaml    checkpoint storage (faults.failures.storage)
+    configs/job/<name>.yaml        a job's costs besides its steps (job: compile, programming, checkpoints, ...)
     configs/models/<family>.yaml   a mapping of model name -> ModelConfig fields
 
 Every number in a preset carries its source and confidence in a comment
@@ -30,9 +32,9 @@ __all__ = ["config_root", "list_presets", "load_part_preset", "load_model_preset
 
 #: The parts of ``hardware`` a preset can fill in (``hardware.<kind>.preset``; each a field of ``HardwareConfig``).
 #: The one list: the loader resolves these, the JSON Schema allows a preset name for each, ``wss presets`` lists them.
-HARDWARE_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime", "activation_store")
-#: Every kind of part preset under ``configs/``: a whole cluster, its parts, checkpoint storage.
-PART_KINDS = ("hardware", *HARDWARE_PART_KINDS, "storage")
+HARDWARE_PART_KINDS = ("wafer", "memoryx", "swarmx", "runtime", "activation_store", "input_pipeline")
+#: Every kind of part preset under ``configs/``: a whole cluster, its parts, checkpoint storage, a job's costs.
+PART_KINDS = ("hardware", *HARDWARE_PART_KINDS, "storage", "job")
 
 
 class PresetNotFound(KeyError):

@@ -9,6 +9,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from wss.model.scenario.base import Frozen, Integer, Range, bounded
 from wss.model.scenario.faults import FaultsConfig
 from wss.model.scenario.hardware import HardwareConfig
+from wss.model.scenario.job import JobConfig
 from wss.model.scenario.training import NumericsConfig, SimulationConfig, TrainingConfig
 from wss.model.scenario.workload import WorkloadConfig
 
@@ -32,12 +33,24 @@ class Scenario(Frozen):
         "the run unfolds (docs/unfolded.md); a slow MemoryX shard, slow flash reads and failures keep it folded.",
     )
 
+    job: JobConfig | None = Field(
+        None,
+        description="What the job pays besides its steps (compile, programming, weight initialisation, input "
+        "priming, checkpoints): a preset name under configs/job or its fields. Omitted: the preset of the "
+        "wafer's system (cs2, cs3; none for another wafer), filled in when the scenario reports a time to train "
+        "(faults.failures) and read by wss size; serialised only when present, so scenarios without it keep "
+        "their hash.",
+    )
+
     @model_serializer(mode="wrap")
     def _omit_no_faults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave ``faults`` out when there are none, so scenarios (and their hashes) without them are unchanged."""
+        """Leave ``faults`` out when there are none, and ``job`` when not given, so scenarios (and their hashes)
+        without them are unchanged."""
         data = handler(self)
         if not self.faults.any:
             data.pop("faults", None)
+        if self.job is None:
+            data.pop("job", None)
         return data
 
     @property

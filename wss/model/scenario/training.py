@@ -43,6 +43,13 @@ class TrainingConfig(Frozen):
         "adamw",
         description="MemoryX optimizer ('lamb': Adam's moments with a per-kernel trust ratio, You et al. 2019).",
     )
+    gradient_clipping: Literal["none", "global_norm"] = Field(
+        "global_norm",
+        description="'global_norm': the step's gradients are scaled by one factor from their global norm "
+        "(PyTorch's clip_grad_norm_; the Cerebras modelzoo's max_gradient_norm), so MemoryX sums their squares as "
+        "they arrive and starts no update before the step's last gradient; 'none': each kernel is updated as its "
+        "gradient arrives, overlapping the rest of the backward pass.",
+    )
     weight_precision: Precision = Field("fp16", description="Precision of weights streamed to the wafers.")
     gradient_precision: Precision = Field("fp16", description="Precision of gradients streamed back.")
     activation_precision: Precision = Field("fp16", description="Precision of activations held in wafer SRAM.")
@@ -139,5 +146,11 @@ class NumericsConfig(Frozen):
         0.0,
         description="Weight decay: decoupled for AdamW and LAMB, coupled L2 (added to the gradient) for the others.",
         within=Range(0.0, 1.0),
+    )
+    max_gradient_norm: Real = bounded(
+        1.0,
+        description="With training.gradient_clipping 'global_norm': the global L2 norm the step's gradients are "
+        "clipped to (1.0 in GPT-3's training, Brown et al. 2020, and in the Cerebras modelzoo's configurations).",
+        within=Range(0.0, 1e6, open_low=True),
     )
     prune: Literal["random", "magnitude"] = Field("random", description="How the fixed sparsity mask is chosen.")

@@ -54,6 +54,7 @@ from wss.model.folding.probe import FoldProbe
 from wss.model.folding.step_fold import analyse_steps
 from wss.model.machine.figures import input_bytes_per_sample, offload_chunk_bytes
 from wss.model.machine.flash_tails import flash_rng, read_factors
+from wss.model.machine.input_rate import preparation_samples_per_s
 from wss.model.machine.memoryx_rates import memoryx_rates
 from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan import FOLDED_PREFIX, Plan
@@ -252,6 +253,7 @@ def memoryx_settings(plan: Plan) -> MemoryXSettings:
         staging_bytes=plan.staging_bytes,
         micro_batches=len(plan.micro_batches),
         kernels=kernels,
+        global_norm=plan.scenario.training.gradient_clipping == "global_norm",
         shards=hw.memoryx.shards,
         power_busy_W=hw.memoryx.power_busy_W,
         power_idle_W=hw.memoryx.power_idle_W,
@@ -272,7 +274,8 @@ def swarmx_settings(plan: Plan) -> SwarmXSettings:
 
 
 def input_settings(plan: Plan) -> InputSettings:
-    """The input workers of the busiest wafer: token ids, or feature vectors in the activation precision."""
+    """The input workers of the busiest wafer: token ids, or feature vectors in the activation precision, at the
+    rate its input pipeline prepares them."""
     s = plan.scenario
     return InputSettings(
         bandwidth_Bps=s.hardware.inputs.bandwidth_Bps,
@@ -281,7 +284,7 @@ def input_settings(plan: Plan) -> InputSettings:
         micro_batch_samples=tuple(plan.micro_batches),
         simulated_micro_batches=tuple(plan.simulated_micro_batches),
         steps=plan.simulated_steps,
-        samples_per_s=s.hardware.inputs.samples_per_s,
+        samples_per_s=preparation_samples_per_s(s),
     )
 
 

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from wss.model.kernels.cycles import kernel_cycles
-from wss.model.machine.figures import block_input_bytes_per_token
 from wss.model.machine.optimizer_costs import OptimizerCost
 from wss.model.machine.release_rates import release_wafer
+from wss.model.machine.wafer_rates import nonweight_flops
+from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.plan.activation_store import offload_bytes_per_token
 from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
@@ -24,7 +25,6 @@ from wss.model.plan.analytic.returns import returns_matter
 from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
 from wss.model.plan.analytic.step import StepEstimate, evaluate
 from wss.model.plan.analytic.sweep import Sweeper, columns
-from wss.model.plan.micro_batching import block_input_widths
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, WaferOp
@@ -52,7 +52,9 @@ class StepModel:
         self.recomputed = sum(k.kernel.block is not None for k in self.kernels)  # kernels in blocks
         self.offload_bytes_per_token = offload_bytes_per_token(scenario, self.ops)
         self.jobs = Jobs(self.kernels, optimizer, self.path,
-                         float(PRECISION_BYTES[scenario.training.gradient_precision]))
+                         float(PRECISION_BYTES[scenario.training.gradient_precision]),
+                         clipped=scenario.training.gradient_clipping == "global_norm")
+        self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
         wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
         self._op_flops = np.zeros(len(self.ops))
         self._op_backward = np.zeros(len(self.ops))
@@ -97,12 +99,7 @@ class StepModel:
 
     def block_inputs(self) -> dict[int, float]:
         """With activation offload: the op starting each block -> its input's bytes per token."""
-        per_token = block_input_bytes_per_token(self.scenario, block_input_widths(self.ops))
-        starts: dict[int, int] = {}
-        for pos, op in enumerate(self.ops):
-            if op.block is not None:
-                starts.setdefault(op.block, pos)
-        return {pos: per_token[b] for b, pos in starts.items() if b in per_token}
+        return offloaded_block_inputs(self.scenario, self.ops)
 
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
@@ -123,8 +120,7 @@ class StepModel:
         starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks."""
         sched = self.schedule(recompute)
         kf, kb = self.kernel_seconds(tokens)
-        wafer = release_wafer(self.scenario.hardware)
-        rate = wafer.peak_flops * wafer.nonweight_efficiency
+        rate = nonweight_flops(release_wafer(self.scenario.hardware))
         f = self._op_flops * tokens
         backward = sched.phase == 2
         k = np.maximum(sched.kernel, 0)
@@ -134,6 +130,21 @@ class StepModel:
         n = np.maximum(sched.chunks, 1)
         credit = n * (self.path.hop_s + c / n) / (sched.slots_in + 1)
         return c, np.where(sched.chunks > 0, np.maximum(c, credit), c)
+
+    def forward_starts(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel of each forward pass of a kernel in a micro-batch of ``tokens`` tokens, and when the pass
+        starts if nothing waits: the passes before it, each the longer of its paced compute and its stream
+        (what the next step's updates are measured against, with global-norm clipping)."""
+        key = (recompute, tokens)
+        if key not in self._forward_starts:
+            sched = self.schedule(recompute)
+            _, paced = self.pass_seconds(recompute, tokens)
+            forward = sched.phase == 0
+            took = np.maximum(paced, sched.stream_s)[forward]
+            starts = np.concatenate(([0.0], np.cumsum(took)[:-1]))
+            kernels = sched.kernel[forward]
+            self._forward_starts[key] = (kernels[kernels >= 0], starts[kernels >= 0])
+        return self._forward_starts[key]
 
     def sweeper(self, recompute: bool, tokens: int, offload: bool = False) -> Sweeper:
         """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size).

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wss.model.machine.figures import input_bytes_per_sample
+from wss.model.machine.input_rate import input_transfer_s, preparation_samples_per_s
 from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan.activation_store import store_extra_s, store_rates
@@ -61,9 +62,10 @@ class _Step:
     drain: float
     update: float
     queue: float
+    closing: float  # the update term when the step ends the run (with clipping every update, not the first)
     input_wait: float  # waits for the inputs of micro-batches after the first
     held: float  # the wafer's waits for its offloaded block inputs (in the passes)
-    last_micro_batch: float  # the wafer's time on the last micro-batch (its input wait included)
+    last_micro_batch: float  # the wafer's time on the last micro-batch once its input is there
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
 
 
@@ -79,6 +81,11 @@ class _Candidate:
         s = model.scenario
         self.tokens_per_sample = s.seq_len
         self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
+        self.prepare_rate = preparation_samples_per_s(s)
+        # The wafer pays a micro-batch's fixed costs (and a step's, at its first) before it waits for the input,
+        # so they hide under that wait (components/wafer.py).
+        runtime = s.hardware.runtime
+        self.before_input = (runtime.micro_batch_overhead_s, runtime.micro_batch_overhead_s + runtime.step_overhead_s)
         self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
 
     def sweeper(self, m: int) -> Sweeper:
@@ -87,9 +94,8 @@ class _Candidate:
     def input_s(self, m: int) -> float:
         """Transfer time of one micro-batch's input to the wafer."""
         inp = self.model.scenario.hardware.inputs
-        samples = self.micro_batches[m]
-        prepare = samples / inp.samples_per_s if inp.samples_per_s else 0.0
-        return inp.latency_s + max(samples * self.per_sample / inp.bandwidth_Bps, prepare)
+        return inp.latency_s + input_transfer_s(self.micro_batches[m], self.per_sample, inp.bandwidth_Bps,
+                                                self.prepare_rate)
 
     def runs(self, lead: float) -> tuple[list[Sweep], list[float]]:
         """Each micro-batch's sweep, and its wait for input, for a step starting with ``lead``."""
@@ -98,8 +104,9 @@ class _Candidate:
         waits: list[float] = []
         for m in range(len(self.micro_batches)):
             sweeper = self.sweeper(m)
-            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1.
-            wait = max(0.0, self.input_s(m) - runs[-1].duration) if m else 0.0
+            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1 (once m - 1's
+            # input is there); the wafer pays m's fixed cost before it waits.
+            wait = max(0.0, self.input_s(m) - runs[-1].duration - self.before_input[0]) if m else 0.0
             if wait:  # the stream runs ahead and the gradients drain while the wafer waits
                 lead, lag = min(sweeper.first_cap, lead + wait), max(0.0, lag - wait)
             waits.append(wait)
@@ -111,19 +118,23 @@ class _Candidate:
             lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
         return runs, waits
 
-    def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float]:
-        """The step's drain, the first kernel's own update and the optimizer's queue ahead of it.
+    def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float, float]:
+        """The step's drain, the first kernel's own update, the optimizer's queue ahead of it, and the update
+        term when the step ends the run.
 
         Gradients reach MemoryX after the gradient work queued ahead of them and their climb; the
         optimizer takes accumulations and updates in arrival order (one FIFO server, unbounded
-        queue); the first kernel's update, the last job, ends the step.
+        queue); the first kernel's update, the last job, ends the step.  With global-norm clipping the
+        last micro-batch's jobs are norm jobs; the updates follow the last of them in the model's order,
+        and the next step's wafer waits for them as far as :meth:`Jobs.clipped_updates` says, the run's
+        last step for all of them.
         """
         jobs, n_mb = self.model.jobs, len(self.micro_batches)
         order = self.sched.backward_kernels
         start = free = arrival = 0.0
         for m, sw in enumerate(runs):
             start += waits[m]
-            kind, index = ("update", n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
+            kind, index = (jobs.last_kind(), n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
             key = (id(sw), kind, index)
             if key not in self._fifo:
                 self._fifo[key] = fifo(sw.arrivals, jobs.services(kind, index, n_mb)[0][order])
@@ -131,11 +142,15 @@ class _Candidate:
             free = max(free, start + lead_in) + total
             arrival = start + last
             start += sw.duration
-        own = float(jobs.services("update", n_mb - 1, n_mb)[0][0])
         drain = arrival - start
+        if jobs.clipped:
+            kernels, starts = self.model.forward_starts(self.recompute, self.micro_batches[0] * self.tokens_per_sample)
+            wait, total = jobs.clipped_updates(n_mb, kernels, starts)
+            return drain, wait, free - arrival, total
+        own = float(jobs.services("update", n_mb - 1, n_mb)[0][0])
         queue = free - arrival - own
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
-        return drain, own, queue
+        return drain, own, queue, own
 
     def step(self, lead: float) -> _Step:
         """One step whose first pass finds ``lead`` seconds of its stream already done."""
@@ -148,17 +163,18 @@ class _Candidate:
         channel = sum(sw.flash for sw in runs)
         acc_read = [jobs.accumulation_reads(m) for m in (0, 1)]
         channel += sum(acc_read[min(m, 1)] for m in range(n_mb - 1))
-        drain, own, queue = self.optimizer(runs, waits)
+        drain, own, queue, closing = self.optimizer(runs, waits)
         # After the channel's last read (the last flash-resident update), the optimizer still writes
         # that kernel and updates the DRAM-resident kernels queued behind it.
-        reads, after = jobs.after_channel(self.sched.backward_kernels, n_mb)
+        reads, after = jobs.after_channel(jobs.update_order(self.sched.backward_kernels), n_mb)
         channel += reads
         flash_wait = sum(sw.flash_wait for sw in runs)
-        last = waits[-1] + runs[-1].duration
+        last = runs[-1].duration
         paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
                  math.fsum(sw.paced[2] for sw in runs))
         held = sum(sw.held for sw in runs)
-        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, sum(waits), held, last, paced)
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, closing, sum(waits), held, last,
+                     paced)
 
 
 @dataclass(frozen=True)
@@ -168,6 +184,7 @@ class _Run:
     opening: _Step
     later: _Step
     input_wait: float  # the first input's transfer (the run's first micro-batch waits for all of it)
+    opening_wait: float  # of which the wafer waits beyond the step's fixed costs, which it pays first
     late_input: float  # how long a later step's first micro-batch waits for its input
     fill_open: float  # the part of the first step's fill not hidden under its input wait
     fill: float  # a later step's fill
@@ -177,21 +194,24 @@ def _run(cand: _Candidate, n_steps: int) -> _Run:
     """The opening step and a later one.
 
     The run's first micro-batch waits for its input while the stream starts: the fill hides
-    under the wait and the stream gets a head start (as far as the buffers allow).  Later
-    steps' first inputs arrive during the previous step.
+    under the wait and the stream gets a head start (as far as the buffers allow); the wafer pays the
+    step's fixed costs before it waits, so only the input's time beyond them adds.  Later steps' first
+    inputs arrive during the previous step.
     """
     way = cand.model.ways[0]
     input_wait = cand.input_s(0)
     cap = cand.sweeper(0).first_cap
     opening = cand.step(min(max(0.0, input_wait - way.fill_s), cap))
     later = cand.step(0.0) if n_steps > 1 else opening
-    # A later step's first input was sent as the wafer began the previous step's last micro-batch;
-    # the wafer waits for it if it takes longer than that micro-batch and the iteration boundary.
-    boundary = later.drain + later.update + later.queue + way.fill_s
+    # A later step's first input was sent as the wafer began the previous step's last micro-batch (once its
+    # input was there); the wafer waits for it if it takes longer than that micro-batch, the iteration boundary
+    # and the step's fixed costs, which the wafer pays before it waits.
+    boundary = later.drain + later.update + later.queue + way.fill_s + cand.before_input[1]
     late_input = max(0.0, input_wait - later.last_micro_batch - boundary) if n_steps > 1 else 0.0
     if late_input:
         later = cand.step(min(late_input, cap))
-    return _Run(opening, later, input_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
+    opening_wait = max(0.0, input_wait - cand.before_input[1])
+    return _Run(opening, later, input_wait, opening_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
 
 
 def _flash_excess(st: _Step, start: float) -> float:
@@ -214,9 +234,10 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
     fill = mean(run.fill_open, run.fill)
     drain = mean(opening.drain, later.drain)
     update = mean(opening.update, later.update)
-    queue = mean(opening.queue, later.queue)
+    closing = later if n_steps > 1 else opening  # the run's last step waits for all of its updates
+    queue = mean(opening.queue, later.queue) + (closing.closing - closing.update) / n_steps
     flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
-    input_s = mean(run.input_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
+    input_s = mean(run.opening_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
              "flash_excess": flash, "input": input_s, "offload": held}
     breakdown = {
