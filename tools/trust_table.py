@@ -14,12 +14,24 @@ ran on) is an *extrapolation*, and says so.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The last refit's record (tools/calibrate.py --write): each calibrated row's leave-one-out error.
+RECORD = ROOT / "docs" / "calibration.json"
+
+
+def leave_one_out(record: Path = RECORD) -> dict[str, str]:
+    """Case name -> its leave-one-out error as the table prints it (``*``: its release's only row, predicted
+    by the newest release); rows the last refit did not fit have none."""
+    if not record.exists():
+        return {}
+    rows = json.loads(record.read_text())["leave_one_out"]
+    return {name: f"{r['error']:+.1%}" + ("*" if r["newest_release"] else "") for name, r in rows.items()}
 
 
 def _params(scenario: Any) -> int:
@@ -55,10 +67,12 @@ def _role(outcome: Any) -> str:
     return {"calibrated on": "calibrated", "held out": "validated"}.get(outcome.case.spec.calibration or "", "-")
 
 
-def measured_table(outcomes: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
-    """The Markdown table of the measured rows, and their regimes."""
+def measured_table(outcomes: Sequence[Any], loo: dict[str, str] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The Markdown table of the measured rows (with each calibrated row's leave-one-out error from ``loo``),
+    and their regimes."""
+    loo = leave_one_out() if loo is None else loo
     out = ["| row | model | params | seq | sequences per wafer | wafers | chip | release | input | error | "
-           "tolerance | status |", "|" + "---|" * 12]
+           "leave-one-out | tolerance | status |", "|" + "---|" * 13]
     regimes = []
     for o in sorted(outcomes, key=lambda o: _row_key(o.case.name)):
         (scenario,) = o.case.scenarios.values()
@@ -69,7 +83,7 @@ def measured_table(outcomes: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
         model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
         out.append(f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
                    f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {r['input']} | "
-                   f"{o.error:+.1%} | ±{tol:.0%} ({within}) | {_role(o)} |")
+                   f"{o.error:+.1%} | {loo.get(o.case.name, '-')} | ±{tol:.0%} ({within}) | {_role(o)} |")
     return "\n".join(out), regimes
 
 
@@ -119,9 +133,11 @@ Each published measured run is a regime: model size, sequences per wafer, chip, 
 (`hardware.runtime`: `cerebras-ws` is the newest family, R2.x; `cerebras-ws-r1.7`, `-r1.8`, `-r1.9` the
 early ones) and input kind.  **calibrated**: a parameter was fitted to the row (its error says how
 well the fitted mechanisms can match it, not how well wss predicts); **validated**: held out of the
-fit, so its error is a prediction's.  `python tools/calibrate.py` also gives each calibrated row's
-leave-one-out error.  A release parameter set by its release's only row (R1.7, R1.8, R1.9) has no
-held-out check.  M6's sequence length is not in its log: the row runs at 4,096 and calibrate.py shows
+fit, so its error is a prediction's.  *leave-one-out*: a calibrated row's error when the last refit
+(`python tools/refit.py`; docs/calibration.json) was run without it, a prediction too.  A release
+parameter set by its release's only row (R1.7, R1.8, R1.9) has no held-out check: its row's figure,
+marked `*`, is the newest release's prediction.  An input pipeline's cost set by one row (M4, M12) has
+none (`-`).  M6's sequence length is not in its log: the row runs at 4,096 and calibrate.py shows
 2,048 beside it.
 """
 

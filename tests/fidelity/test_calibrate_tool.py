@@ -3,6 +3,7 @@ generation), as the team's per-chip efficiency experiment needs; plain keys move
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,53 @@ def test_an_input_pipelines_cost_moves_only_the_rows_that_pay_it(calibrate):
     gs = calibrate.groups(["hardware.runtime.step_overhead_s", key], [cases["m4"], cases["m1"]])
     assert [[c.name for c in g.rows] for g in gs] == [[cases["m1"].name], [cases["m4"].name]]
     assert [[p.key for p in g.params] for g in gs] == [["hardware.runtime.step_overhead_s"], [key]]
+
+
+def test_write_is_the_refit_and_refuses_a_hypothesis(calibrate, capsys):
+    """--write puts values into configs/: only the default fit on the rows marked 'calibrated on' may."""
+    assert calibrate.main(["--write", "--on", "m7,m8,m10,m11"]) == 2
+    assert "--write is the refit" in capsys.readouterr().err
+    assert calibrate.main(["--write", "--at"]) == 2
+
+
+def test_write_refuses_a_value_no_row_fitted(calibrate):
+    with pytest.raises(ValueError, match="no row fitted it"):
+        calibrate.write({"hardware.runtime.compute_efficiency@R1.8": float("nan")})
+
+
+def test_an_input_cost_is_written_to_the_preset_of_its_rows_kind(calibrate, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(REPO / "configs" / "input_pipeline", tmp_path / "configs" / "input_pipeline")
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    cases = {c.name.split("_")[1]: c for c in calibrate.load_cases(calibrate.CASES)}
+    calibrate.write({"hardware.input_pipeline.prepare_s_per_token": 2.5e-6}, [cases["m4"], cases["m7"]])
+    folder = tmp_path / "configs" / "input_pipeline"
+    assert "prepare_s_per_token: 2.5e-06" in (folder / "masked-tokens.yaml").read_text()
+    assert "prepare_s_per_token: 2.5e-06" not in (folder / "pretokenised.yaml").read_text()
+
+
+def test_the_record_names_the_rows_that_set_each_value(calibrate):
+    cases = {calibrate.row_label(c): c for c in calibrate.load_cases(calibrate.CASES)}
+    rows = [cases[r] for r in ("M7", "M11", "M2")]
+    keys = ["hardware.wafer.kernel_efficiency@wse2", "hardware.wafer.kernel_efficiency@wse3",
+            "hardware.runtime.compute_efficiency@R1.8"]
+    gs = calibrate.groups(keys, rows)
+    values = dict(zip(keys, (0.5, 0.4, 0.8)))
+    rec = calibrate.record(values, dict(zip(keys, (0.4, 0.3, 0.7))), gs,
+                           {cases["M2"].name: (math.log(1.1), True)})
+    assert {k: p["rows"] for k, p in rec["parameters"].items()} == dict(zip(keys, (["M7"], ["M11"], ["M2"])))
+    assert rec["parameters"][keys[0]]["before"] == 0.4 and rec["parameters"][keys[0]]["after"] == 0.5
+    assert rec["leave_one_out"] == {cases["M2"].name: {"error": 0.1, "newest_release": True}}
+
+
+def test_fidelity_tables_write_keeps_the_explanations_written_by_hand():
+    tables = load_tool("fidelity_tables")
+    doc = "| scenario | a |\n| bert_large | 1 ms | 1 ms | +0.10% | compute | runtime overlap | +0.40% |\n"
+    row = "| bert_large | 2 ms | 2 ms | +0.20% | stream | - | +0.30% |"
+    assert tables.write_doc(doc, [row]).split("\n")[1] == (
+        "| bert_large | 2 ms | 2 ms | +0.20% | stream | runtime overlap | +0.30% |")
+    helpers = 'CROSS_CHECK = {\n    "bert_large": ({}, 0.10, "runtime overlap"),\n}\nFULL_SIZE = {"gpt_1t": -0.05}\n'
+    full = "| gpt_1t, full size (`WSS_SLOW=1`) | 1 s | 1 s | -1.50% | compute | - | |"
+    out = tables.write_helpers(helpers, [row, full])
+    assert '"bert_large": ({}, 0.20, "runtime overlap")' in out and '"gpt_1t": -1.50' in out

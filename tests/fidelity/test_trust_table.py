@@ -26,3 +26,14 @@ def test_each_way_beyond_the_measured_rows_is_named():
     assert any("input image" in w for w in why)
     # 12B on WSE-2 is within 1.5x of the largest run overall (8B on WSE-3) but not of WSE-2's own (6B)
     assert trust.beyond(_regime(params=12e9), measured) == ["model size on wse2 (largest measured there 6B)"]
+
+
+def test_the_leave_one_out_errors_come_from_the_last_refit(tmp_path):
+    import json
+
+    trust = load_tool("trust_table")
+    record = tmp_path / "calibration.json"
+    record.write_text(json.dumps({"leave_one_out": {"measured_m7_x": {"error": -0.123, "newest_release": False},
+                                                    "measured_m2_x": {"error": 0.3, "newest_release": True}}}))
+    assert trust.leave_one_out(record) == {"measured_m7_x": "-12.3%", "measured_m2_x": "+30.0%*"}
+    assert trust.leave_one_out(tmp_path / "none.json") == {}
