@@ -37,7 +37,7 @@ from wss.studies.check import (
     scenario_hash,
 )
 
-SLOW_CLOCK = {"hardware.wafer.clock_Hz": 4.265e8}  # half the WSE-2 clock
+SLOW_CLOCK = {"hardware.wafer.clock_Hz": 4.25e8}  # half the WSE-2 clock (850 MHz)
 
 
 def _simulate(overrides=None):
@@ -241,7 +241,7 @@ def test_stale_baseline_names_the_changed_field(fc_baseline):
         ensure_fresh(fc_baseline, slow, "baselines/fc_mnist.json", "scenarios/fc_mnist.yaml")
     msg = str(info.value)
     assert msg.startswith("baselines/fc_mnist.json is stale")
-    assert "hardware.wafer.clock_Hz: 853000000.0 -> 426500000.0" in msg
+    assert "hardware.wafer.clock_Hz: 850000000.0 -> 425000000.0" in msg
     assert "wss check scenarios/fc_mnist.yaml --baselines baselines/ --update" in msg
     assert "\n" not in msg
 

@@ -52,10 +52,17 @@ def test_a_first_slot_apart_keeps_the_last_apart_over_several_steps() -> None:
     assert two.uneven_slots == {0, 1}
 
 
+#: The calibration the fold patterns below were found at.
+PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084}
+
+
 @cache
 def _runs(overrides: tuple = tuple(UNEVEN.items())) -> tuple:
-    """The run folded as far as its checks allow, and the one with every micro-batch and block simulated."""
-    over = dict(overrides)
+    """The run folded as far as its checks allow, and the one with every micro-batch and block simulated.
+
+    At the calibration these folds were described at (kernel efficiency 0.59, 0.084 s per step): which passes
+    repeat depends on how compute and stream interleave, and the shipped calibration moves with every refit."""
+    over = {**PINNED, **dict(overrides)}
     s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over)
     every = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",
                               overrides={**over, "simulation.fold_micro_batches": False})

@@ -3,6 +3,7 @@ generation), as the team's per-chip efficiency experiment needs; plain keys move
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,56 @@ def test_an_unknown_parameter_is_refused(calibrate, capsys):
     assert "unknown" in capsys.readouterr().err
 
 
+def test_more_parameters_than_half_the_rows_are_refused(calibrate, capsys):
+    keys = "hardware.runtime.step_overhead_s,hardware.wafer.kernel_efficiency@wse2"
+    assert calibrate.main(["--on", "m7,m8,m10", "--params", keys, "--analytic"]) == 2
+    assert "at most half" in capsys.readouterr().err
+    assert calibrate.too_many(keys.split(","), 4) is None
+
+
+def test_a_release_parameter_is_fitted_on_its_releases_rows_only(calibrate):
+    cases = calibrate.load_cases(calibrate.CASES)
+    rows = [c for c in cases if calibrate.row_label(c) in ("M7", "M8", "M2", "M9")]
+    gs = calibrate.groups(["hardware.wafer.kernel_efficiency@wse2", "hardware.runtime.compute_efficiency@R1.8",
+                           "hardware.runtime.compute_efficiency@R1.7"], rows)
+    by_release = {g.release: sorted(calibrate.row_label(c) for c in g.rows) for g in gs}
+    assert by_release == {None: ["M7", "M8"], "r1.7": ["M9"], "r1.8": ["M2"]}
+    m2 = next(c for c in rows if calibrate.row_label(c) == "M2")
+    m8 = next(c for c in rows if calibrate.row_label(c) == "M8")
+    values = {"hardware.runtime.compute_efficiency@R1.8": 0.5}
+    assert calibrate._for_case(values, calibrate._one(m2)) == {"hardware.runtime.compute_efficiency": 0.5}
+    assert calibrate._for_case(values, calibrate._one(m8)) == {}
+
+
+def test_the_only_row_of_a_release_is_predicted_by_the_newest_release(calibrate):
+    """Leave-one-out of a release's only row cannot refit its factor: the prediction is the newest release's."""
+    cases = calibrate.load_cases(calibrate.CASES)
+    m2 = [c for c in cases if calibrate.row_label(c) == "M2"]
+    (g,) = [g for g in calibrate.groups(["hardware.runtime.compute_efficiency@R1.8"], m2) if g.release]
+    values = {"hardware.runtime.compute_efficiency@R1.8": 0.6}
+    loo = calibrate.leave_one_out([g], values, True, cases)
+    error, newest = loo[m2[0].name]
+    assert newest
+    assert error == pytest.approx(calibrate.error_of(m2[0], {"hardware.runtime.compute_efficiency@R1.8": 1.0}, True))
+
+
+def test_write_puts_each_value_in_its_preset(calibrate, tmp_path, monkeypatch):
+    import shutil
+
+    for kind in ("wafer", "runtime"):
+        shutil.copytree(REPO / "configs" / kind, tmp_path / "configs" / kind)
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    calibrate.write({"hardware.runtime.step_overhead_s": 0.05, "hardware.runtime.compute_efficiency@R1.8": 0.61,
+                     "hardware.wafer.kernel_efficiency@wse3": 0.33})
+    runtime = tmp_path / "configs" / "runtime"
+    for name in ("cerebras-ws", "cerebras-ws-r1.7", "cerebras-ws-r1.8", "cerebras-ws-r1.9"):
+        assert "step_overhead_s: 0.05 " in (runtime / f"{name}.yaml").read_text()
+    assert "compute_efficiency: 0.61 " in (runtime / "cerebras-ws-r1.8.yaml").read_text()
+    assert "compute_efficiency: 0.61" not in (runtime / "cerebras-ws-r1.7.yaml").read_text()
+    assert "step_overhead_s: 0.0\n" in (runtime / "ideal.yaml").read_text()  # no release: untouched
+    assert "kernel_efficiency: 0.33 " in (tmp_path / "configs" / "wafer" / "wse3.yaml").read_text()
+
+
 def test_an_input_pipelines_cost_moves_only_the_rows_that_pay_it(calibrate):
     """The masked-token cost moves the ESM-2 rows (the one it was fitted on and the one that checks it), not a
     row without a pipeline nor the image row; the runtime's parameters are fitted on the rows without one."""
@@ -58,6 +109,56 @@ def test_an_input_pipelines_cost_moves_only_the_rows_that_pay_it(calibrate):
     assert key in calibrate._for_case(values, calibrate._one(cases["m5"]))
     for row in ("m1", "m12"):
         assert key not in calibrate._for_case(values, calibrate._one(cases[row]))
-    runtime = ["hardware.runtime.step_overhead_s"]
-    assert calibrate._fits(cases["m4"], [key]) and not calibrate._fits(cases["m4"], runtime)
-    assert calibrate._fits(cases["m1"], runtime) and not calibrate._fits(cases["m1"], [key])
+    gs = calibrate.groups(["hardware.runtime.step_overhead_s", key], [cases["m4"], cases["m1"]])
+    assert [[c.name for c in g.rows] for g in gs] == [[cases["m1"].name], [cases["m4"].name]]
+    assert [[p.key for p in g.params] for g in gs] == [["hardware.runtime.step_overhead_s"], [key]]
+
+
+def test_write_is_the_refit_and_refuses_a_hypothesis(calibrate, capsys):
+    """--write puts values into configs/: only the default fit on the rows marked 'calibrated on' may."""
+    assert calibrate.main(["--write", "--on", "m7,m8,m10,m11"]) == 2
+    assert "--write is the refit" in capsys.readouterr().err
+    assert calibrate.main(["--write", "--at"]) == 2
+
+
+def test_write_refuses_a_value_no_row_fitted(calibrate):
+    with pytest.raises(ValueError, match="no row fitted it"):
+        calibrate.write({"hardware.runtime.compute_efficiency@R1.8": float("nan")})
+
+
+def test_an_input_cost_is_written_to_the_preset_of_its_rows_kind(calibrate, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(REPO / "configs" / "input_pipeline", tmp_path / "configs" / "input_pipeline")
+    monkeypatch.setattr(calibrate, "ROOT", tmp_path)
+    cases = {c.name.split("_")[1]: c for c in calibrate.load_cases(calibrate.CASES)}
+    calibrate.write({"hardware.input_pipeline.prepare_s_per_token": 2.5e-6}, [cases["m4"], cases["m7"]])
+    folder = tmp_path / "configs" / "input_pipeline"
+    assert "prepare_s_per_token: 2.5e-06" in (folder / "masked-tokens.yaml").read_text()
+    assert "prepare_s_per_token: 2.5e-06" not in (folder / "pretokenised.yaml").read_text()
+
+
+def test_the_record_names_the_rows_that_set_each_value(calibrate):
+    cases = {calibrate.row_label(c): c for c in calibrate.load_cases(calibrate.CASES)}
+    rows = [cases[r] for r in ("M7", "M11", "M2")]
+    keys = ["hardware.wafer.kernel_efficiency@wse2", "hardware.wafer.kernel_efficiency@wse3",
+            "hardware.runtime.compute_efficiency@R1.8"]
+    gs = calibrate.groups(keys, rows)
+    values = dict(zip(keys, (0.5, 0.4, 0.8)))
+    rec = calibrate.record(values, dict(zip(keys, (0.4, 0.3, 0.7))), gs,
+                           {cases["M2"].name: (math.log(1.1), True)})
+    assert {k: p["rows"] for k, p in rec["parameters"].items()} == dict(zip(keys, (["M7"], ["M11"], ["M2"])))
+    assert rec["parameters"][keys[0]]["before"] == 0.4 and rec["parameters"][keys[0]]["after"] == 0.5
+    assert rec["leave_one_out"] == {cases["M2"].name: {"error": 0.1, "newest_release": True}}
+
+
+def test_fidelity_tables_write_keeps_the_explanations_written_by_hand():
+    tables = load_tool("fidelity_tables")
+    doc = "| scenario | a |\n| bert_large | 1 ms | 1 ms | +0.10% | compute | runtime overlap | +0.40% |\n"
+    row = "| bert_large | 2 ms | 2 ms | +0.20% | stream | - | +0.30% |"
+    assert tables.write_doc(doc, [row]).split("\n")[1] == (
+        "| bert_large | 2 ms | 2 ms | +0.20% | stream | runtime overlap | +0.30% |")
+    helpers = 'CROSS_CHECK = {\n    "bert_large": ({}, 0.10, "runtime overlap"),\n}\nFULL_SIZE = {"gpt_1t": -0.05}\n'
+    full = "| gpt_1t, full size (`WSS_SLOW=1`) | 1 s | 1 s | -1.50% | compute | - | |"
+    out = tables.write_helpers(helpers, [row, full])
+    assert '"bert_large": ({}, 0.20, "runtime overlap")' in out and '"gpt_1t": -1.50' in out

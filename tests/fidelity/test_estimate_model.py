@@ -83,8 +83,10 @@ def test_non_weight_work_hides_under_the_stream():
     # one is stream-bound; the planner's choice (blocks, 3 x 15) is mostly compute-bound and hides less.
     # No fixed runtime costs: the stream would run ahead during them, which the estimate leaves out
     # (docs/fidelity.md, "runtime overlap").
+    # The kernel efficiency of the calibration this was measured at (0.59): the regime where no stream runs
+    # ahead of a kernel for want of buffer, whatever the shipped calibration is now.
     pinned = {"training.activation_checkpointing": "none", "training.micro_batch": 2,
-              "hardware.runtime.preset": "ideal"}
+              "hardware.runtime.preset": "ideal", "hardware.wafer.kernel_efficiency": 0.59}
     plan = wss.plan(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", pinned))
     assert plan.micro_batches == [2] * 22 + [1]
     est = estimate_plan(plan)
@@ -120,7 +122,10 @@ def test_returning_block_inputs_take_the_wire_from_a_stream_bound_recompute(buff
     buffers.  With 64 GiB buffers the stream runs so far ahead that the wafer waits for its block inputs at
     each recompute (the offload category), which the sweep must see too.  No fixed runtime costs: the stream
     would run ahead during them, which the estimate leaves out ("runtime overlap")."""
-    s = wss.load_scenario(SCENARIOS / "mixtral_8x7b_4xcs3.yaml", {**NO_RUNTIME, **buffers})
+    # At a WSE-3 kernel efficiency of 0.59 (the calibration this was found at) the experts' recompute is
+    # stream-bound, the regime under test; at the shipped per-chip fit the wafer's compute hides the returns.
+    s = wss.load_scenario(SCENARIOS / "mixtral_8x7b_4xcs3.yaml",
+                          {**NO_RUNTIME, **buffers, "hardware.wafer.kernel_efficiency": 0.59})
     est, sim = estimate(s), wss.simulate(s)
     assert abs(relative(est.step_time_s, sim.step_time_s)) <= 0.005
     assert est.breakdown_s["offload"] == pytest.approx(sim.breakdown_s["offload"], rel=0.15, abs=1e-3)

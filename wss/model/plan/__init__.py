@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 
 from wss.model.kernels.cycles import NnzProfile
 from wss.model.machine.optimizer_costs import OPTIMIZER_COSTS
+from wss.model.machine.release_rates import release_wafer
 from wss.model.machine.swarmx_path import swarmx_path
 from wss.model.plan.activation_store import fit_store
 from wss.model.plan.choice import CandidateCost, PlanChoice
@@ -197,7 +198,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         memoryx_components=placement.component_bytes,
         tree_levels=tree.depth,
         nodes_per_level=list(tree.nodes_per_level),
-        wafer_op_seconds=wafer_op_seconds(hw.wafer, ops, batching.token_counts),
+        wafer_op_seconds=wafer_op_seconds(release_wafer(hw), ops, batching.token_counts),
         choice=choice,
     )
     directions = ("forward", "backward") if fold_layers is True else tuple(fold_layers or ())

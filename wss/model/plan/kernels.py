@@ -14,6 +14,7 @@ import math
 
 from wss.model.kernels.cycles import KernelCycles, NnzProfile, kernel_cycles
 from wss.model.machine.optimizer_costs import SCALAR_BYTES
+from wss.model.machine.release_rates import release_wafer
 from wss.model.machine.wafer_rates import nonweight_flops
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.placement import Placement
@@ -46,7 +47,7 @@ def plan_kernels(
         The distinct token counts of a micro-batch; cycles are given for each.
     """
     b_g = PRECISION_BYTES[scenario.training.gradient_precision]
-    cycles = cycles_by_tokens(kernels, profiles, token_counts, scenario.hardware.wafer)
+    cycles = cycles_by_tokens(kernels, profiles, token_counts, release_wafer(scenario.hardware))
     return [
         KernelPlan(
             kernel=k,

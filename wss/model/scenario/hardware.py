@@ -329,10 +329,26 @@ class RuntimeConfig(Frozen):
     beyond streaming and arithmetic.
 
     None is stated in a public document; the shipped ``configs/runtime`` presets say where their
-    values come from (calibrated on published measured runs, or zero for an ideal runtime).
+    values come from (calibrated on published measured runs, or zero for an ideal runtime).  The software
+    release is part of what a run is: the same model on the same systems ran about 1.7x faster on a later
+    release (ALCF AI Testbed user guide and DABench run logs of GPT-J 6B), so there is one preset per release family
+    (``cerebras-ws`` the newest, ``cerebras-ws-r1.8`` ...), and a scenario names its release by naming one.
     """
 
     name: str = Field("runtime", description="Label of this runtime configuration.")
+    release: str | None = Field(
+        None,
+        description="The software release these figures describe (e.g. 'R1.8'): a label that the shipped presets "
+        "set; the timing follows the fields below. Choose a release with hardware.runtime: <preset> (wss presets "
+        "lists them).",
+    )
+    compute_efficiency: Real = bounded(
+        1.0,
+        within=EFFICIENCY,
+        description="Achieved fraction of the newest release's rate on the wafer's work: weight kernels and "
+        "non-weight ops take 1/compute_efficiency as long (an older release's compiled program on the same chip). "
+        "1.0: the newest release, whose chip-level fraction is the wafer's kernel_efficiency.",
+    )
     kernel_switch_s: Real = bounded(
         0.0,
         within=OVERHEAD,

@@ -56,6 +56,7 @@ from wss.model.folding.layer_fold import (
 )
 from wss.model.kernels.cycles import KernelCycles
 from wss.model.machine.jitter import compute_factors, jitter_rng
+from wss.model.machine.release_rates import release_wafer
 from wss.model.plan import FOLDED_PREFIX, Plan
 from wss.model.plan.kernels import cycles_by_tokens, wafer_op_seconds
 from wss.model.plan.micro_batching import split_under
@@ -228,7 +229,7 @@ def _all_token_counts(plan: Plan, sizes: list[list[int]]) -> WaferSettings:
     missing = sorted({m * plan.tokens_per_sample for mbs in sizes for m in mbs} - have)
     if not missing:
         return base
-    wafer = plan.scenario.hardware.wafer
+    wafer = release_wafer(plan.scenario.hardware)
     nonzero = [t for t in missing if t > 0]
     extra = cycles_by_tokens([k.kernel for k in plan.kernels], [k.profile for k in plan.kernels], nonzero, wafer)
     idle = {0: KernelCycles(0.0, 0.0, 0, 0, 0)} if 0 in missing else {}  # an empty micro-batch computes nothing

@@ -15,6 +15,7 @@ import numpy as np
 
 from wss.model.kernels.cycles import kernel_cycles
 from wss.model.machine.optimizer_costs import OptimizerCost
+from wss.model.machine.release_rates import release_wafer
 from wss.model.machine.wafer_rates import nonweight_flops
 from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.plan.activation_store import offload_bytes_per_token
@@ -103,7 +104,7 @@ class StepModel:
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
         if tokens not in self._kernel_s:
-            wafer = self.scenario.hardware.wafer
+            wafer = release_wafer(self.scenario.hardware)
             cycles = []
             for k in self._cycle_classes:
                 kp = self.kernels[k]
@@ -119,8 +120,7 @@ class StepModel:
         starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks."""
         sched = self.schedule(recompute)
         kf, kb = self.kernel_seconds(tokens)
-        wafer = self.scenario.hardware.wafer
-        rate = nonweight_flops(wafer)
+        rate = nonweight_flops(release_wafer(self.scenario.hardware))
         f = self._op_flops * tokens
         backward = sched.phase == 2
         k = np.maximum(sched.kernel, 0)
