@@ -26,19 +26,19 @@ NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.58, "runtime overlap"),
-    "cerebras_gpt_13b": ({}, 0.05, None),
-    "cs3_gpt3_13b": ({}, 0.06, None),
-    "fc_mnist": ({}, 0.00, None),
+    "bert_large": ({}, 0.45, "runtime overlap"),
+    "cerebras_gpt_13b": ({}, 0.03, None),
+    "cs3_gpt3_13b": ({}, 0.03, None),
+    "fc_mnist": ({}, -0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
-    "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, 0.00, None),
-    "gpt3_175b": ({}, 0.06, None),
+    "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, -0.00, None),
+    "gpt3_175b": ({}, 0.04, None),
     # -17.83%: outside the 3% every row must meet.  With lanes the 90%-sparse kernels compute fast enough that the
     # offloaded block inputs, prefetched back only as far as the bounded buffers allow, stall the wafer 133 ms a
     # step, which the analytic level prices at 26 ms (with 64 GiB buffers the two agree to +0.22%): open work.
-    "gpt3_6.7b_sparse": ({}, -17.83, "bounded buffers"),
-    "llama3_70b_16xcs3": ({}, 0.02, None),
-    "mixtral_8x7b_4xcs3": ({}, 0.03, None),
+    "gpt3_6.7b_sparse": ({}, -11.97, "bounded buffers"),
+    "llama3_70b_16xcs3": ({}, 0.01, None),
+    "mixtral_8x7b_4xcs3": ({}, 0.01, None),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.84,
@@ -46,12 +46,12 @@ CROSS_CHECK = {
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        -0.01,
+        0.04,
         None,  # offload with flash-resident state: the prefetch interleaving (docs/fidelity.md)
     ),
 }
 #: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
-FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": -0.05}
+FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": 0.01}
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 
