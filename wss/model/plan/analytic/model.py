@@ -23,6 +23,7 @@ from wss.model.plan.analytic.optimizer import Jobs
 from wss.model.plan.analytic.path import Path, Way
 from wss.model.plan.analytic.returns import returns_matter
 from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
+from wss.model.plan.analytic.sends import send_waits
 from wss.model.plan.analytic.step import StepEstimate, evaluate
 from wss.model.plan.analytic.sweep import Sweeper, columns
 from wss.model.plan.types import KernelPlan, Plan
@@ -55,6 +56,7 @@ class StepModel:
                          float(PRECISION_BYTES[scenario.training.gradient_precision]),
                          clipped=scenario.training.gradient_clipping == "global_norm")
         self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._send_waits: dict[int, float] = {}
         wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
         self._op_flops = np.zeros(len(self.ops))
         self._op_backward = np.zeros(len(self.ops))
@@ -145,6 +147,19 @@ class StepModel:
             kernels = sched.kernel[forward]
             self._forward_starts[key] = (kernels[kernels >= 0], starts[kernels >= 0])
         return self._forward_starts[key]
+
+    def send_waits(self, tokens: int) -> float:
+        """With offload: how long a micro-batch of ``tokens`` tokens waits in its forward pass for its block inputs
+        to leave SRAM (:mod:`~wss.model.plan.analytic.sends`; each pass the longer of its paced compute and its
+        stream, as in :meth:`forward_starts`)."""
+        if tokens not in self._send_waits:
+            sched = self.schedule(True)
+            _, paced = self.pass_seconds(True, tokens)
+            path = self.path
+            self._send_waits[tokens] = send_waits(sched.pos, sched.phase, np.maximum(paced, sched.stream_s),
+                                                  self.block_inputs(), tokens, path.edge_Bps, path.port_buffer_bytes,
+                                                  path.offload_chunk_bytes)
+        return self._send_waits[tokens]
 
     def sweeper(self, recompute: bool, tokens: int, offload: bool = False) -> Sweeper:
         """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size).

@@ -262,8 +262,11 @@ def _offload_s(cand: _Candidate, passes_s: float) -> float:
     a slow store adds.
 
     Each micro-batch's block inputs cross the leaf edge out (beside the gradients) in whatever time those have
-    to spare; the rest adds.  Coming back they share the wire with the weights pass by pass, which the sweep
-    prices (:mod:`~wss.model.plan.analytic.returns`), its waits for them included.  A store slower than that
+    to spare; the rest adds.  And they leave in the forward pass, block by block: a block's forward pass waits
+    for the previous block's input to leave SRAM, which adds the larger where blocks compute faster than their
+    inputs cross the edge (:mod:`~wss.model.plan.analytic.sends`).  Coming back they share the wire with the
+    weights pass by pass, which the sweep prices (:mod:`~wss.model.plan.analytic.returns`), its waits for them
+    included.  A store slower than that
     (``hardware.activation_store``) adds what its own closed form says, where it is the larger
     (:func:`~wss.model.plan.activation_store.store_extra_s`).
     """
@@ -278,7 +281,8 @@ def _offload_s(cand: _Candidate, passes_s: float) -> float:
     for m, samples in enumerate(cand.micro_batches):
         tokens = samples * cand.tokens_per_sample
         act = tokens * per_token / edge
-        extra = max(0.0, act - max(0.0, busy - up / edge))
+        # Over the micro-batch, beside the gradients; inside the forward pass, block by block (SRAM holds one).
+        extra = max(act - max(0.0, busy - up / edge), model.send_waits(tokens), 0.0)
         if store is not None:
             extra = max(extra, store_extra_s(store, tokens * per_token, busy, cand.sweeper(m).backward_share, down))
         out += extra
