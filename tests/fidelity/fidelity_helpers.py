@@ -33,7 +33,7 @@ CROSS_CHECK = {
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, -0.00, None),
     "gpt3_175b": ({}, 0.04, None),
-    "gpt3_6.7b_sparse": ({}, -11.97, "bounded buffers"),
+    "gpt3_6.7b_sparse": ({}, 0.16, "bounded buffers"),
     "llama3_70b_16xcs3": ({}, 0.01, None),
     "mixtral_8x7b_4xcs3": ({}, 0.01, None),
     "brain_120t": (
