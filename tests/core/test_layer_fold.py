@@ -61,16 +61,16 @@ def test_folded_layers_give_the_answer_of_every_block_simulated(name):
 
 
 def test_the_benchmark_scenarios_fold_their_blocks():
-    """GPT-3 175B folds its 96 blocks both ways, six simulated at each end: with lanes its forward blocks
-    compute fast enough that the SwarmX inboxes, filling from the start of the stream, settle at the fourth block,
-    one after the first compared one of four at each end (before the ladder tried a longer stretch in a folded
-    cluster, its forward passes did not fold).  The optimizer-bound 120T model folds both ways with its gradients
-    clipped (the backward passes leave only cheap norm jobs behind, and its updates, stand-ins for the folded
-    blocks' among them, run after the last gradient), but without clipping only its forward passes (its update
-    backlog grows from block to block in the backward passes, which the check refuses, and no longer stretch is
-    tried: it drifts, it does not settle late)."""
+    """GPT-3 175B folds its 96 blocks both ways, four simulated at each end: at the kernel efficiency refitted
+    on the model with lanes (0.35) its forward blocks compute slowly enough that the SwarmX inboxes settle by the
+    first compared block of four at each end (before the refit they settled at the fourth and the ladder, trying a
+    longer stretch, simulated six, as it still does with a straggler, below).  The optimizer-bound 120T model folds
+    both ways with its gradients clipped (the backward passes leave only cheap norm jobs behind, and its updates,
+    stand-ins for the folded blocks' among them, run after the last gradient), but without clipping only its
+    forward passes (its update backlog grows from block to block in the backward passes, which the check refuses,
+    and no longer stretch is tried: it drifts, it does not settle late)."""
     _, gpt, _, _ = _pair("gpt3_175b")
-    assert gpt.plan.layer_runs == (BlockRun(0, 95, settle=6),)
+    assert gpt.plan.layer_runs == (BlockRun(0, 95, settle=4),)
     assert gpt.plan.layer_directions == ("forward", "backward")
     _, brain, _, _ = _pair("brain_120t")
     assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward", "backward")
@@ -119,7 +119,7 @@ def test_the_program_leaves_out_the_middle_of_each_run():
 def test_a_folded_record_stands_for_the_blocks_left_out():
     folded, _, full, _ = _pair("gpt3_175b")
     assert folded.cluster["blocks"] == 96
-    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 12
+    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 8
     for phase in ("forward", "recompute", "backward"):
         got = sum(r.repeats * (r.end_s - r.start_s) for r in folded.records if r.phase == phase)
         want = sum(r.end_s - r.start_s for r in full.records if r.phase == phase)
@@ -220,7 +220,7 @@ def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
     folded, _, full, _ = _pair("gpt3_175b")
     assert folded.layer_folds is not None and full.layer_folds is None
     assert {(f.direction, f.layer, len(f.stands_for)) for f in folded.layer_folds} == {
-        ("forward", "block.5", 85), ("backward", "block.90", 85)}
+        ("forward", "block.3", 89), ("backward", "block.92", 89)}
     for by in ("layer", "kernel"):
         got = {(g["where"], g[by]): g for g in group_rows(kernel_table(folded), by, steps=len(folded.steps))}
         want = {(g["where"], g[by]): g for g in group_rows(kernel_table(full), by, steps=len(full.steps))}
@@ -234,5 +234,5 @@ def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
     assert plot_got.keys() == plot_want.keys()
     assert all(plot_got[k] == pytest.approx(v, rel=1e-6) for k, v in plot_want.items())
     df = folded.to_pandas()
-    assert set(df.loc[df["blocks"] > 1, "layer"]) == {"block.5", "block.90"}
+    assert set(df.loc[df["blocks"] > 1, "layer"]) == {"block.3", "block.92"}
     assert ((df["repeats"] % df["blocks"]) == 0).all()

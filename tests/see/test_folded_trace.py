@@ -229,8 +229,8 @@ def test_the_timeline_figure_draws_the_spans_where_the_full_run_has_them_and_hat
 
 
 def test_block_stretches_are_where_the_result_has_the_copies():
-    """GPT-3 175B's 96 blocks: blocks 0-5 and 90-95 simulated (its forward passes settle at the fourth block, so
-    the ladder simulates six at each end); 84 copies of block 5 in the forward passes and of block 90 in the
+    """GPT-3 175B's 96 blocks: blocks 0-3 and 92-95 simulated (since the refit on the model with lanes its forward
+    passes settle early, so four at each end); 88 copies of block 3 in the forward passes and of block 92 in the
     backward ones (recompute and backward), each stretch one period per copy, ending as far before the next
     simulated block as the copied block starts after the period before the stretch."""
     result, cluster = _run("gpt3_175b: blocks", True)
@@ -241,7 +241,7 @@ def test_block_stretches_are_where_the_result_has_the_copies():
             starts[key] = min(starts.get(key, r.start_s), r.start_s)
     stretches = folded_stretches(cluster)
     assert [(s.direction, s.copied, s.copies, s.stands_for) for s in stretches] == [
-        ("forward", 5, 84, (6, 89)), ("backward", 90, 84, (6, 89))]
+        ("forward", 3, 88, (4, 91)), ("backward", 92, 88, (4, 91))]
     for s in stretches:
         after = s.copied + s.copies + 1 if s.direction == "forward" else s.copied - s.copies - 1
         assert starts[(f"block.{after}", s.direction)] - s.end_s == pytest.approx(
