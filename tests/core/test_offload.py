@@ -175,11 +175,11 @@ def test_a_forward_pass_waits_for_each_block_input_to_leave_sram():
 
 def test_the_analytic_level_prices_the_block_inputs_leaving_in_the_forward_pass():
     """90%-sparse GPT-3 6.7B, one offloaded micro-batch of 64 sequences on a CS-2: a block input takes twice as
-    long on the edge as the block's forward pass, which waits about 3.6 ms a block for it (the edge is
+    long on the edge as the block's forward pass, which waits about 2.7 ms a block for it (the edge is
     idle for the rest of the step); priced over the whole micro-batch the sends looked free."""
     s = wss.load_scenario(SCENARIOS / "gpt3_6.7b_sparse.yaml",
                           {"training.activation_checkpointing": "offload", "training.micro_batch": 64})
     est, sim = wss.estimate(s), wss.simulate(s)
-    assert sim.breakdown_s["offload"] > 0.1
+    assert sim.breakdown_s["offload"] > 0.05  # 86 ms at the refitted kernel efficiency (0.35)
     assert est.breakdown_s["offload"] == pytest.approx(sim.breakdown_s["offload"], rel=0.01)
     assert est.step_time_s == pytest.approx(sim.step_time_s, rel=0.01)

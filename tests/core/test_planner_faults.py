@@ -53,9 +53,10 @@ def test_under_a_slow_shard_auto_runs_the_candidate_the_simulator_finds_fastest(
         chosen.checkpointing, chosen.micro_batches)
     simulated = _simulated_steps(slow, others)
     assert auto.step_time_s <= min(simulated) * 1.01
-    # the nominal choice streams far too often under the fault: auto saves over 40% (over half at WSE-2's kernel
-    # efficiency before the per-chip refit made compute longer, 46% after)
-    assert auto.step_time_s < 0.6 * simulated[0]
+    # the nominal choice streams far too often under the fault: auto saves over 30% (over half at WSE-2's kernel
+    # efficiency before the per-chip refit made compute longer, 46% at 0.46, 33% at 0.35 after the refit on the
+    # model with lanes: the longer the compute, the less the fault's streaming weighs)
+    assert auto.step_time_s < 0.7 * simulated[0]
 
 
 def test_without_a_fault_or_with_a_faster_shard_the_choice_and_its_price_are_unchanged():

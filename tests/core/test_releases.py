@@ -39,7 +39,9 @@ def test_every_release_preset_names_its_release_and_the_newest_is_the_default():
     assert {"cerebras-ws-r1.7", "cerebras-ws-r1.8", "cerebras-ws-r1.9"} <= set(releases)
     assert load_part_preset("runtime", "cerebras-ws").get("compute_efficiency", 1.0) == 1.0
     for old in ("cerebras-ws-r1.7", "cerebras-ws-r1.8", "cerebras-ws-r1.9"):
-        assert 0 < load_part_preset("runtime", old)["compute_efficiency"] < 1  # older releases ran slower
+        # older releases ran no faster: R1.9's one row (M3) fits at the bound, 1, after the refit on the model with
+        # lanes (and is 11% slow there); R1.7 and R1.8 below it
+        assert 0 < load_part_preset("runtime", old)["compute_efficiency"] <= 1
     for cluster in ("cs2-cluster", "cs3-cluster"):
         assert wss.load_scenario({"hardware": cluster, "workload": {"model": "gpt-2-small"},
                                   "training": {"global_batch": 8, "seq_len": 128}}).hardware.runtime.release == "R2.x"
