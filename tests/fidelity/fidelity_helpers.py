@@ -18,15 +18,13 @@ AGREE = 0.03
 AGREE_WITHOUT_EFFECT = 0.01
 #: Enough buffering that no chunk ever waits for credit (docs/fidelity.md, "bounded buffers").
 DEEP_BUFFERS = {"hardware.swarmx.port_buffer_bytes": 2**36, "hardware.wafer.ingress_buffer_bytes": 2**36}
-#: No fixed runtime costs, which the estimate adds in series (docs/fidelity.md, "runtime overlap").
-NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 
 #: docs/fidelity.md's cross-check table: scenario -> (overrides for the tested run, documented
 #: difference of the estimate in percent, the effect that explains it or None).  The slow scenarios
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.43, "runtime overlap"),
+    "bert_large": ({}, 0.43, None),
     "cerebras_gpt_13b": ({}, 0.04, None),
     "cs3_gpt3_13b": ({}, 0.04, None),
     "fc_mnist": ({}, 0.00, None),
