@@ -31,7 +31,8 @@ def test_the_plugin_records_each_test_with_its_cpu_seconds(tmp_path: Path) -> No
     (tmp_path / "test_two.py").write_text(
         "def test_busy():\n    sum(i * i for i in range(3_000_000))\n\ndef test_idle():\n    pass\n", encoding="utf-8")
     out = tmp_path / "times.jsonl"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tools")}
+    # not this run's xdist worker: the inner run has none
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}, "PYTHONPATH": str(ROOT / "tools")}
     argv = [sys.executable, "-m", "pytest", "-q", "-c", str(tmp_path / "pytest.ini"), "-p", "no:xdist", "-p", "no:wss",
             "-p", "no:cacheprovider", "-p", "suite_times", f"--suite-times={out}", str(tmp_path)]
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
