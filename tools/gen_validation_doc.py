@@ -79,7 +79,8 @@ LEFT_OUT = """\
 
 def render(outcomes) -> str:
     """The page for a list of :class:`wss.studies.validation.Outcome`."""
-    return assemble([table_row(o) for o in outcomes], [section(o) for o in outcomes], [o.status for o in outcomes])
+    return assemble([table_row(o) for o in outcomes], [section(o) for o in outcomes], [o.status for o in outcomes],
+                    trust_section(outcomes))
 
 
 def table_row(o) -> str:
@@ -113,9 +114,10 @@ def section(o) -> str:
     return "\n".join(out)
 
 
-def assemble(rows: list[str], sections: list[str], statuses: list[str]) -> str:
-    """The page from its per-case parts (the cases' table rows, sections and statuses, in order): what varies
-    with the outcomes is only these, so a test can check each case's part on its own."""
+def assemble(rows: list[str], sections: list[str], statuses: list[str], trust: str) -> str:
+    """The page from its per-case parts (the cases' table rows, sections and statuses, in order) and the "Where to
+    trust wss" section (each measured case's row in it, framed by what the cases' regimes give): what varies with
+    the outcomes is only these, so a test can check each case's part on its own."""
     from wss.studies.validation import format_markdown
 
     passed = sum(st == "pass" for st in statuses)
@@ -125,22 +127,23 @@ def assemble(rows: list[str], sections: list[str], statuses: list[str]) -> str:
     out.append(f"## Results: {passed} of {len(statuses)} cases pass{gap_text}\n")
     out.append("\n".join([*format_markdown([]).splitlines(), *rows]))
     out.append("")
-    out.append(trust_section(outcomes))
+    out.append(trust)
     out.append("## Cases\n")
     out += sections
     out.append(LEFT_OUT)
     return "\n".join(out).rstrip() + "\n"
 
 
-def parts(page: str) -> tuple[list[str], list[str], list[str]]:
-    """The per-case parts of a page :func:`assemble` made: table rows, sections and statuses (a page that
-    :func:`assemble` does not give back from them was not made so)."""
+def parts(page: str) -> tuple[list[str], list[str], list[str], str]:
+    """The per-case parts of a page :func:`assemble` made: table rows, sections, statuses and the trust section
+    (a page that :func:`assemble` does not give back from them was not made so)."""
     table = page.split("## Results: ", 1)[1].split("\n\n", 2)[1]
     rows = table.splitlines()[2:]
     statuses = [row.rsplit(" | ", 1)[1].removesuffix(" |") for row in rows]
+    trust = page.split("## Results: ", 1)[1].split("\n\n", 2)[2].split("\n## Cases\n", 1)[0]
     cases = page.split("\n## Cases\n\n", 1)[1].removesuffix("\n" + LEFT_OUT.rstrip() + "\n")
     sections = ["### " + part for part in ("\n" + cases).split("\n### ")[1:]]
-    return rows, sections, statuses
+    return rows, sections, statuses, trust
 
 
 def _args(args: dict) -> str:

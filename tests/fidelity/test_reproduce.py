@@ -31,6 +31,7 @@ def outcome(request: pytest.FixtureRequest) -> Outcome:
 
 
 GEN = load_tool("gen_validation_doc")
+TRUST = load_tool("trust_table")
 DOC = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
 STALE = "docs/validation.md is stale: run python tools/gen_validation_doc.py"
 
@@ -66,7 +67,7 @@ def test_every_published_measured_run_is_a_case():
     fitted = {c.name for c in measured if c.spec.calibration == "calibrated on"}
     assert fitted
     assert any(c.spec.calibration == "held out" for c in measured)
-    _, _, statuses = GEN.parts(DOC)
+    _, _, statuses, _ = GEN.parts(DOC)
     assert sum(status == "pass" for name, status in zip(CASES, statuses, strict=True) if name in fitted) >= 2
 
 
@@ -86,17 +87,34 @@ def test_validation_doc_is_made_of_the_cases_parts():
     """docs/validation.md is what the generator assembles from its rows, sections and statuses, one per case; the
     test below checks each case's against its outcome, so together they check the page is
     ``gen_validation_doc.render(reproduce())``."""
-    rows, sections, statuses = GEN.parts(DOC)
+    rows, sections, statuses, trust = GEN.parts(DOC)
     assert len(rows) == len(sections) == len(statuses) == len(CASES)
-    assert GEN.assemble(rows, sections, statuses) == DOC, STALE
+    assert GEN.assemble(rows, sections, statuses, trust) == DOC, STALE
+
+
+def _trust_rows() -> list[str]:
+    """The measured rows' lines of the doc's "Where to trust wss" table."""
+    trust = GEN.parts(DOC)[3]
+    return [line for line in trust.splitlines() if line.startswith("| M")]
+
+
+def test_the_trust_section_is_framed_by_the_cases_regimes():
+    """Around its measured rows (each checked against its case's outcome below), the "Where to trust wss"
+    section is what the measured cases' regimes give: the shipped scenarios set against them."""
+    measured = sorted((c for c in load_cases() if c.name.startswith("measured_")), key=lambda c: TRUST._row_key(c.name))
+    rows = _trust_rows()
+    assert len(rows) == len(measured), STALE
+    assert TRUST.frame(rows, [TRUST.case_regime(c) for c in measured]) == GEN.parts(DOC)[3], STALE
 
 
 def test_validation_doc_is_generated_from_the_cases(outcome):
-    rows, sections, statuses = GEN.parts(DOC)
+    rows, sections, statuses, _ = GEN.parts(DOC)
     i = CASES.index(outcome.case.name)
     assert rows[i] == GEN.table_row(outcome), STALE
     assert sections[i] == GEN.section(outcome), STALE
     assert statuses[i] == outcome.status, STALE
+    if outcome.case.name.startswith("measured_"):
+        assert TRUST.measured_row(outcome, TRUST.leave_one_out()) in _trust_rows(), STALE
 
 
 def test_reproduce_runs_every_case_in_order_sharing_runs(monkeypatch):
