@@ -240,7 +240,7 @@ def _job_attrs(base: Scenario, costs: JobCosts, steps: float) -> dict[str, Any]:
 
 
 def _train_time(tokens: float, tokens_per_step: float, tokens_per_s: float, costs: JobCosts) -> TrainTime:
-    """Training ``tokens`` at ``tokens_per_s``: the steps and the job's costs (one function)."""
+    """The time to train ``tokens`` at ``tokens_per_s``: the steps and the job's costs (one function)."""
     from wss.model.result.goodput import time_to_train
 
     return time_to_train(tokens / tokens_per_step, tokens_per_step / tokens_per_s, costs)
@@ -268,12 +268,12 @@ def _meets(tokens: float, days: float | None, tokens_per_s: float | None, tokens
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None, tokens_per_step: float,
                  costs: JobCosts) -> None:
     ok = df["status"] == "ok"
-    times = [_train_time(tokens, tokens_per_step, x, costs) if good else None
-             for x, good in zip(df["tokens_per_s"], ok)]
-    df["days"] = [t.total_s / _SECONDS_PER_DAY if t else math.nan for t in times]
-    # The job's part from the same steps' seconds as the days: a difference of two roundings of them is not 0
-    # when the job costs nothing.
-    df["job_hours"] = [(t.total_s - t.steps_s) / 3600.0 if t else math.nan for t in times]
+    # Both columns from one TrainTime: the job's part is what it adds to the steps, exactly 0 with no job costs
+    # (a difference of separately rounded day counts would leave 1e-17 hours).
+    trains = [_train_time(tokens, tokens_per_step, x, costs) if good else None
+              for x, good in zip(df["tokens_per_s"], ok)]
+    df["days"] = [t.total_s / _SECONDS_PER_DAY if t else math.nan for t in trains]
+    df["job_hours"] = [(t.total_s - t.steps_s) / 3600.0 if t else math.nan for t in trains]
     ref = df[ok].iloc[0] if ok.any() else None
     if ref is not None:
         df["efficiency"] = (df["tokens_per_s"] / df["wafers"]) / (ref["tokens_per_s"] / ref["wafers"])
