@@ -79,41 +79,73 @@ LEFT_OUT = """\
 
 def render(outcomes) -> str:
     """The page for a list of :class:`wss.studies.validation.Outcome`."""
+    return assemble([table_row(o) for o in outcomes], [section(o) for o in outcomes], [o.status for o in outcomes],
+                    trust_section(outcomes))
+
+
+def table_row(o) -> str:
+    """An outcome's row of the results table."""
     from wss.studies.validation import format_markdown
 
-    passed = sum(o.passed for o in outcomes)
-    gaps = sum(o.status == "gap" for o in outcomes)
+    return format_markdown([o]).splitlines()[2]
+
+
+def section(o) -> str:
+    """An outcome's section under "Cases": its figure, case, source, numbers, scenarios and notes."""
+    s = o.case.spec
+    out = [f"### {s.figure}\n"]
+    out.append(f"* case: `scenarios/validation/{o.case.path.name}`; metric `{s.metric}`"
+               + (f" with {_args(s.args)}" if s.args else ""))
+    out.append(f"* source: {s.source}")
+    crit = f"within {s.tolerance:.3g} (relative)" if s.compare == "approx" else f"simulated {s.compare} published"
+    if s.other_side is not None:
+        crit += f" and {s.other_side.compare} {s.other_side.value:.6g} ({s.other_side.source})"
+    unit = f" {s.unit}" if s.unit else ""
+    out.append(f"* published {s.published:.6g}{unit}; simulated {o.simulated:.6g}{unit}; error {o.error:+.2%}; "
+               f"criterion {crit}: **{o.status}**"
+               + (f" ({s.calibration})" if s.calibration else ""))
+    scen = ", ".join(f"`{n}`: {_describe(sc)}" for n, sc in o.case.scenarios.items())
+    out.append(f"* scenarios: {scen}")
+    if s.note:
+        out.append("")
+        out.append(" ".join(s.note.split()))
+    if s.known_gap:
+        out.append("")
+        out.append("**Known gap.** " + " ".join(s.known_gap.split()))
+    out.append("")
+    return "\n".join(out)
+
+
+def assemble(rows: list[str], sections: list[str], statuses: list[str], trust: str) -> str:
+    """The page from its per-case parts (the cases' table rows, sections and statuses, in order) and the "Where to
+    trust wss" section (each measured case's row in it, framed by what the cases' regimes give): what varies with
+    the outcomes is only these, so a test can check each case's part on its own."""
+    from wss.studies.validation import format_markdown
+
+    passed = sum(st == "pass" for st in statuses)
+    gaps = sum(st == "gap" for st in statuses)
     out = [HEADER]
     gap_text = f" ({gaps} known gap{'s' if gaps != 1 else ''})" if gaps else ""
-    out.append(f"## Results: {passed} of {len(outcomes)} cases pass{gap_text}\n")
-    out.append(format_markdown(outcomes))
+    out.append(f"## Results: {passed} of {len(statuses)} cases pass{gap_text}\n")
+    out.append("\n".join([*format_markdown([]).splitlines(), *rows]))
     out.append("")
-    out.append(trust_section(outcomes))
+    out.append(trust)
     out.append("## Cases\n")
-    for o in outcomes:
-        s = o.case.spec
-        out.append(f"### {s.figure}\n")
-        out.append(f"* case: `scenarios/validation/{o.case.path.name}`; metric `{s.metric}`"
-                   + (f" with {_args(s.args)}" if s.args else ""))
-        out.append(f"* source: {s.source}")
-        crit = f"within {s.tolerance:.3g} (relative)" if s.compare == "approx" else f"simulated {s.compare} published"
-        if s.other_side is not None:
-            crit += f" and {s.other_side.compare} {s.other_side.value:.6g} ({s.other_side.source})"
-        unit = f" {s.unit}" if s.unit else ""
-        out.append(f"* published {s.published:.6g}{unit}; simulated {o.simulated:.6g}{unit}; error {o.error:+.2%}; "
-                   f"criterion {crit}: **{o.status}**"
-                   + (f" ({s.calibration})" if s.calibration else ""))
-        scen = ", ".join(f"`{n}`: {_describe(sc)}" for n, sc in o.case.scenarios.items())
-        out.append(f"* scenarios: {scen}")
-        if s.note:
-            out.append("")
-            out.append(" ".join(s.note.split()))
-        if s.known_gap:
-            out.append("")
-            out.append("**Known gap.** " + " ".join(s.known_gap.split()))
-        out.append("")
+    out += sections
     out.append(LEFT_OUT)
     return "\n".join(out).rstrip() + "\n"
+
+
+def parts(page: str) -> tuple[list[str], list[str], list[str], str]:
+    """The per-case parts of a page :func:`assemble` made: table rows, sections, statuses and the trust section
+    (a page that :func:`assemble` does not give back from them was not made so)."""
+    table = page.split("## Results: ", 1)[1].split("\n\n", 2)[1]
+    rows = table.splitlines()[2:]
+    statuses = [row.rsplit(" | ", 1)[1].removesuffix(" |") for row in rows]
+    trust = page.split("## Results: ", 1)[1].split("\n\n", 2)[2].split("\n## Cases\n", 1)[0]
+    cases = page.split("\n## Cases\n\n", 1)[1].removesuffix("\n" + LEFT_OUT.rstrip() + "\n")
+    sections = ["### " + part for part in ("\n" + cases).split("\n### ")[1:]]
+    return rows, sections, statuses, trust
 
 
 def _args(args: dict) -> str:

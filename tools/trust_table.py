@@ -67,24 +67,34 @@ def _role(outcome: Any) -> str:
     return {"calibrated on": "calibrated", "held out": "validated"}.get(outcome.case.spec.calibration or "", "-")
 
 
+def measured_row(o: Any, loo: dict[str, str]) -> str:
+    """A measured outcome's row of the table (with its leave-one-out error from ``loo`` if calibrated)."""
+    (scenario,) = o.case.scenarios.values()
+    r = regime(scenario)
+    tol = o.case.spec.tolerance or 0.0
+    within = "within" if abs(o.error) <= tol else "outside"
+    model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
+    return (f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
+            f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {r['input']} | "
+            f"{o.error:+.1%} | {loo.get(o.case.name, '-')} | ±{tol:.0%} ({within}) | {_role(o)} |")
+
+
+TABLE_HEAD = ["| row | model | params | seq | sequences per wafer | wafers | chip | release | input | error | "
+              "leave-one-out | tolerance | status |", "|" + "---|" * 13]
+
+
 def measured_table(outcomes: Sequence[Any], loo: dict[str, str] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The Markdown table of the measured rows (with each calibrated row's leave-one-out error from ``loo``),
     and their regimes."""
     loo = leave_one_out() if loo is None else loo
-    out = ["| row | model | params | seq | sequences per wafer | wafers | chip | release | input | error | "
-           "leave-one-out | tolerance | status |", "|" + "---|" * 13]
-    regimes = []
-    for o in sorted(outcomes, key=lambda o: _row_key(o.case.name)):
-        (scenario,) = o.case.scenarios.values()
-        r = regime(scenario)
-        regimes.append(r)
-        tol = o.case.spec.tolerance or 0.0
-        within = "within" if abs(o.error) <= tol else "outside"
-        model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
-        out.append(f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
-                   f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {r['input']} | "
-                   f"{o.error:+.1%} | {loo.get(o.case.name, '-')} | ±{tol:.0%} ({within}) | {_role(o)} |")
-    return "\n".join(out), regimes
+    ordered = sorted(outcomes, key=lambda o: _row_key(o.case.name))
+    return "\n".join([*TABLE_HEAD, *(measured_row(o, loo) for o in ordered)]), [case_regime(o.case) for o in ordered]
+
+
+def case_regime(case: Any) -> dict[str, Any]:
+    """The regime of a measured case's one scenario (no run needed)."""
+    (scenario,) = case.scenarios.values()
+    return regime(scenario)
 
 
 def beyond(r: dict[str, Any], measured: Sequence[dict[str, Any]]) -> list[str]:
@@ -146,11 +156,17 @@ def render(outcomes: Sequence[Any], scenarios: Sequence[Path] | None = None) -> 
     """The whole section: the measured regimes, then the shipped scenarios set against them."""
     measured = [o for o in outcomes if o.case.name.startswith("measured_")]
     table, regimes = measured_table(measured)
+    return frame(table.splitlines()[len(TABLE_HEAD):], regimes, scenarios)
+
+
+def frame(rows: Sequence[str], regimes: Sequence[dict[str, Any]], scenarios: Sequence[Path] | None = None) -> str:
+    """The section around the measured rows' table lines (:func:`measured_row`, in row order): what does not
+    depend on the outcomes but on the cases' regimes, so a test can check it without running a case."""
     paths = sorted((ROOT / "scenarios").glob("*.yaml")) if scenarios is None else scenarios
-    return (INTRO + "\n" + table + "\n\n**Shipped scenarios.**  What each asks beyond every measured row (a model "
-            "over 1.5x the largest measured, on any chip or on its own; more wafers; sparsity; a chip, release or "
-            "input no row ran on) is an extrapolation: the mechanisms are modelled, but no measured run checks "
-            "them there.\n\n" + shipped_table(regimes, paths) + "\n")
+    return (INTRO + "\n" + "\n".join([*TABLE_HEAD, *rows]) + "\n\n**Shipped scenarios.**  What each asks beyond "
+            "every measured row (a model over 1.5x the largest measured, on any chip or on its own; more wafers; "
+            "sparsity; a chip, release or input no row ran on) is an extrapolation: the mechanisms are modelled, but "
+            "no measured run checks them there.\n\n" + shipped_table(regimes, paths) + "\n")
 
 
 def _label(name: str) -> str:

@@ -14,20 +14,28 @@ import signal
 import sys
 import threading
 
-__all__ = ["exit_quietly_while_starting"]
+__all__ = ["exit_quietly_while_starting", "is_wss_program"]
 
 
 def _exit_at_once(signum: int, frame: object) -> None:
     os._exit(128 + signum)  # nothing is written yet, so there is nothing to clean up
 
 
-def exit_quietly_while_starting() -> None:
-    """Install the silent handlers, if this process is the ``wss`` program and this is its main thread."""
+def is_wss_program() -> bool:
+    """Is this process the ``wss`` program (its console script, ``python -m wss`` or ``python -m wss.cli``)?
+
+    Read from ``sys.argv[0]``, which ``python -m`` sets to the module's file only after importing its package:
+    while ``import wss`` runs under ``python -m wss`` it is still ``-m``, so the silent start-up handlers
+    are not installed there (Python's own handling applies until :func:`wss.cli.main` takes over).
+    """
     program = sys.argv[0].replace(os.sep, "/") if sys.argv and sys.argv[0] else ""
     named = program.rsplit("/", 1)[-1] in ("wss", "wss.exe")
-    if (named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py"))) and (
-        threading.current_thread() is threading.main_thread()
-    ):
+    return named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py"))
+
+
+def exit_quietly_while_starting() -> None:
+    """Install the silent handlers, if this process is the ``wss`` program and this is its main thread."""
+    if is_wss_program() and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, _exit_at_once)
 

@@ -18,24 +18,22 @@ AGREE = 0.03
 AGREE_WITHOUT_EFFECT = 0.01
 #: Enough buffering that no chunk ever waits for credit (docs/fidelity.md, "bounded buffers").
 DEEP_BUFFERS = {"hardware.swarmx.port_buffer_bytes": 2**36, "hardware.wafer.ingress_buffer_bytes": 2**36}
-#: No fixed runtime costs, which the estimate adds in series (docs/fidelity.md, "runtime overlap").
-NO_RUNTIME = {"hardware.runtime.preset": "ideal"}
 
 #: docs/fidelity.md's cross-check table: scenario -> (overrides for the tested run, documented
 #: difference of the estimate in percent, the effect that explains it or None).  The slow scenarios
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.45, "runtime overlap"),
-    "cerebras_gpt_13b": ({}, 0.03, None),
-    "cs3_gpt3_13b": ({}, 0.03, None),
-    "fc_mnist": ({}, -0.00, None),
+    "bert_large": ({}, 0.02, None),
+    "cerebras_gpt_13b": ({}, -0.00, None),
+    "cs3_gpt3_13b": ({}, -0.00, None),
+    "fc_mnist": ({}, 0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, -0.00, None),
-    "gpt3_175b": ({}, 0.04, None),
-    "gpt3_6.7b_sparse": ({}, 0.16, "bounded buffers"),
-    "llama3_70b_16xcs3": ({}, 0.01, None),
-    "mixtral_8x7b_4xcs3": ({}, 0.01, None),
+    "gpt3_175b": ({}, -0.00, None),
+    "gpt3_6.7b_sparse": ({}, 0.39, "bounded buffers"),
+    "llama3_70b_16xcs3": ({}, -0.00, None),
+    "mixtral_8x7b_4xcs3": ({}, -0.00, None),
     "brain_120t": (
         {"workload.model.layers.1.repeat": 26, "training.activation_checkpointing": "blocks"},
         -0.84,
@@ -43,12 +41,12 @@ CROSS_CHECK = {
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        0.04,
+        -0.08,
         None,  # offload with flash-resident state: the prefetch interleaving (docs/fidelity.md)
     ),
 }
 #: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
-FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": 0.01}
+FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": -0.07}
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 

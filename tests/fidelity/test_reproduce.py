@@ -2,34 +2,53 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections import Counter
+from functools import cache
 
 import pytest
-from fidelity_helpers import REPO
+from fidelity_helpers import REPO, load_tool
 
 from wss.errors import ScenarioError
-from wss.studies.validation import METRICS, default_directory, judge, load_case, load_cases, reproduce
+from wss.studies.validation import METRICS, Outcome, default_directory, judge, load_case, load_cases, run_case
+
+#: Every shipped case, by name (its file's stem), in the order ``wss reproduce`` runs them.
+CASES = sorted(p.stem for p in (REPO / "scenarios" / "validation").glob("*.yaml"))
+#: The runs of the cases this worker has run, shared by identical scenarios as :func:`reproduce` shares them.
+_RUNS: dict = {}
 
 
-@pytest.fixture(scope="module")
-def outcomes():
-    return reproduce()
+@cache
+def _outcome(name: str) -> Outcome:
+    return run_case(load_case(default_directory() / f"{name}.yaml"), _RUNS)
+
+
+@pytest.fixture(scope="module", params=CASES)
+def outcome(request: pytest.FixtureRequest) -> Outcome:
+    """One case's outcome, as :func:`reproduce` gives it.  One case per parameter, so the test workers share
+    the cases; module scope makes pytest run each case's tests together, on one worker."""
+    return _outcome(request.param)
+
+
+GEN = load_tool("gen_validation_doc")
+TRUST = load_tool("trust_table")
+DOC = (REPO / "docs" / "validation.md").read_text(encoding="utf-8")
+STALE = "docs/validation.md is stale: run python tools/gen_validation_doc.py"
 
 
 def test_cases_live_in_scenarios_validation():
     assert default_directory() == REPO / "scenarios" / "validation"
-    assert len(load_cases()) >= 10
+    assert [c.name for c in load_cases()] == CASES  # what the cases below run is what reproduce runs
+    assert len(CASES) >= 10
 
 
-def test_every_case_passes_or_is_a_known_gap(outcomes):
-    failed = [(o.case.name, o.simulated, o.case.spec.published) for o in outcomes if o.failed]
-    assert not failed
-    for o in outcomes:  # a gap is explained, and one that closed must lose its known_gap
-        assert (o.status == "gap") == (bool(o.case.spec.known_gap) and not o.passed), o.case.name
-        if o.case.spec.known_gap:
-            assert not o.passed, f"{o.case.name} passes now: remove its known_gap"
+def test_every_case_passes_or_is_a_known_gap(outcome):
+    o = outcome
+    assert not o.failed, (o.case.name, o.simulated, o.case.spec.published)
+    # a gap is explained, and one that closed must lose its known_gap
+    assert (o.status == "gap") == (bool(o.case.spec.known_gap) and not o.passed), o.case.name
+    if o.case.spec.known_gap:
+        assert not o.passed, f"{o.case.name} passes now: remove its known_gap"
 
 
 #: Every published measured training run wss reproduces (ALCF AI Testbed and workshop logs, the DABench logs, the
@@ -37,34 +56,84 @@ def test_every_case_passes_or_is_a_known_gap(outcomes):
 MEASURED_ROWS = {**dict.fromkeys(range(1, 14), 1), 14: 7, 15: 7}
 
 
-def test_every_published_measured_run_is_a_case(outcomes):
+def test_every_published_measured_run_is_a_case():
     """Every published measured training run is a case (one per batch where a row has several), each with its
-    calibration role."""
-    measured = [o for o in outcomes if o.case.name.startswith("measured_")]
-    rows = Counter(int(re.match(r"measured_m(\d+)_", o.case.name).group(1)) for o in measured)
+    calibration role; of the fitted rows at least two pass (docs/validation.md's table, whose every row is
+    checked against its case's outcome below)."""
+    measured = [c for c in load_cases() if c.name.startswith("measured_")]
+    rows = Counter(int(re.match(r"measured_m(\d+)_", c.name).group(1)) for c in measured)
     assert rows == MEASURED_ROWS
-    assert all(o.case.spec.metric == "samples_per_s" and o.case.spec.calibration for o in measured)
-    fitted = [o for o in measured if o.case.spec.calibration == "calibrated on"]
-    # A fit that misses its own rows by half is no fit (one calibration row is a known gap at about +33%).
-    assert fitted and all(abs(o.error) < 0.5 for o in fitted)
-    assert sum(o.passed for o in fitted) >= 2
-    assert any(o.case.spec.calibration == "held out" for o in measured)
+    assert all(c.spec.metric == "samples_per_s" and c.spec.calibration for c in measured)
+    fitted = {c.name for c in measured if c.spec.calibration == "calibrated on"}
+    assert fitted
+    assert any(c.spec.calibration == "held out" for c in measured)
+    _, _, statuses, _ = GEN.parts(DOC)
+    assert sum(status == "pass" for name, status in zip(CASES, statuses, strict=True) if name in fitted) >= 2
 
 
-def test_every_case_is_sourced_and_explained(outcomes):
-    for o in outcomes:
-        s = o.case.spec
-        assert s.source.strip() and s.figure.strip() and s.note.strip(), o.case.name
-        assert s.metric in METRICS
+def test_a_fitted_measured_run_is_within_half(outcome):
+    """A fit that misses its own rows by half is no fit (one calibration row is a known gap at about +33%)."""
+    if outcome.case.name.startswith("measured_") and outcome.case.spec.calibration == "calibrated on":
+        assert abs(outcome.error) < 0.5
 
 
-def test_validation_doc_is_generated_from_the_cases(outcomes):
-    spec = importlib.util.spec_from_file_location("gen_validation_doc", REPO / "tools" / "gen_validation_doc.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    assert (REPO / "docs" / "validation.md").read_text(encoding="utf-8") == gen.render(outcomes), (
-        "docs/validation.md is stale: run python tools/gen_validation_doc.py"
-    )
+def test_every_case_is_sourced_and_explained(outcome):
+    s = outcome.case.spec
+    assert s.source.strip() and s.figure.strip() and s.note.strip(), outcome.case.name
+    assert s.metric in METRICS
+
+
+def test_validation_doc_is_made_of_the_cases_parts():
+    """docs/validation.md is what the generator assembles from its rows, sections and statuses, one per case; the
+    test below checks each case's against its outcome, so together they check the page is
+    ``gen_validation_doc.render(reproduce())``."""
+    rows, sections, statuses, trust = GEN.parts(DOC)
+    assert len(rows) == len(sections) == len(statuses) == len(CASES)
+    assert GEN.assemble(rows, sections, statuses, trust) == DOC, STALE
+
+
+def _trust_rows() -> list[str]:
+    """The measured rows' lines of the doc's "Where to trust wss" table."""
+    trust = GEN.parts(DOC)[3]
+    return [line for line in trust.splitlines() if line.startswith("| M")]
+
+
+def test_the_trust_section_is_framed_by_the_cases_regimes():
+    """Around its measured rows (each checked against its case's outcome below), the "Where to trust wss"
+    section is what the measured cases' regimes give: the shipped scenarios set against them."""
+    measured = sorted((c for c in load_cases() if c.name.startswith("measured_")), key=lambda c: TRUST._row_key(c.name))
+    rows = _trust_rows()
+    assert len(rows) == len(measured), STALE
+    assert TRUST.frame(rows, [TRUST.case_regime(c) for c in measured]) == GEN.parts(DOC)[3], STALE
+
+
+def test_validation_doc_is_generated_from_the_cases(outcome):
+    rows, sections, statuses, _ = GEN.parts(DOC)
+    i = CASES.index(outcome.case.name)
+    assert rows[i] == GEN.table_row(outcome), STALE
+    assert sections[i] == GEN.section(outcome), STALE
+    assert statuses[i] == outcome.status, STALE
+    if outcome.case.name.startswith("measured_"):
+        assert TRUST.measured_row(outcome, TRUST.leave_one_out()) in _trust_rows(), STALE
+
+
+def test_reproduce_runs_every_case_in_order_sharing_runs(monkeypatch):
+    """``reproduce()`` runs every shipped case (the cases above, one by one), in order, with one cache of runs,
+    and reports its progress from 0 to 1."""
+    import wss.studies.validation as validation
+
+    seen: list[tuple[str, int]] = []
+
+    def run(case, cache):
+        seen.append((case.name, id(cache)))
+        return Outcome(case, 1.0, 0.0, True, 0.0)
+
+    monkeypatch.setattr(validation, "run_case", run)
+    progress: list[float] = []
+    outcomes = validation.reproduce(progress=progress.append)
+    assert [o.case.name for o in outcomes] == [name for name, _ in seen] == CASES
+    assert len({cache for _, cache in seen}) == 1
+    assert progress == [i / len(CASES) for i in range(len(CASES))] + [1.0]
 
 
 def _write(tmp_path, text: str):

@@ -9,7 +9,8 @@ and phase), ``Result.to_pandas()`` and the per-kernel plot.
 
 Measured agreement (math.fsum on both sides): at most 2e-16 relative on every shipped scenario;
 the tolerance below is 1e-12.  All shipped scenarios run once each (about 30 s, brain_120t half
-of it): the folded ones are brain_120t and gpt_1t; since the planner picks few, large
+of it), as a module-scoped parameter: pytest runs each scenario's tests together, and the test workers
+share the scenarios.  The folded ones are brain_120t and gpt_1t; since the planner picks few, large
 micro-batches for the GPT scenarios, a variant of gpt3_6.7b_sparse forced to 8 micro-batches of 8
 (``FOLDED_GPT``) covers a folded sparse GPT run.
 """
@@ -65,29 +66,43 @@ def _run_breakdown(result: Result) -> dict[str, float]:
     return {c: math.fsum(s.breakdown_s[c] for s in result.steps) for c in BREAKDOWN_CATEGORIES}
 
 
-def test_shipped_scenarios_include_folded_runs():
+#: Runs that must fold micro-batches (the variants made for it) and runs that must fold their blocks (the
+#: benchmarks' cases): each is checked by its own case below, so the runs spread over the test workers.
+MUST_FOLD = {FOLDED_GPT, FOLDED_FLASH}
+MUST_FOLD_BLOCKS = {"gpt3_175b", "brain_120t"}
+
+
+def test_the_shipped_scenarios_and_the_folded_variants_are_listed():
+    assert len(SHIPPED) >= 9
+    assert set(SCENARIOS) >= MUST_FOLD | MUST_FOLD_BLOCKS
+
+
+@pytest.fixture(scope="module", params=SCENARIOS)
+def name(request: pytest.FixtureRequest) -> str:
+    """A scenario's name; module scope makes pytest order the tests by scenario, so one worker runs them."""
+    return request.param
+
+
+def test_shipped_scenarios_include_folded_runs(name):
     """Micro-batch 3's records count once per folded micro-batch; with layers folded too, each copied block's
     records count also once per block left out (one factor per run of identical blocks)."""
-    folded = [n for n in SCENARIOS if _result(n).cluster["micro_batches_simulated"] < _result(n).memory.micro_batches]
-    assert len(SHIPPED) >= 9
-    assert {FOLDED_GPT, FOLDED_FLASH} <= set(folded)
-    for name in folded:
-        result = _result(name)
+    result = _result(name)
+    folded = result.cluster["micro_batches_simulated"] < result.memory.micro_batches
+    assert folded or name not in MUST_FOLD
+    if folded:
         copies = result.memory.micro_batches - result.cluster["micro_batches_simulated"]
         layer = {r.repeats for r in result.records if r.micro_batch != 3}
         assert (layer == {1}) == ("blocks" not in result.cluster), name
         assert {r.repeats for r in result.records if r.micro_batch == 3} == {(1 + copies) * n for n in layer}, name
-    layered = [n for n in SCENARIOS if "blocks" in _result(n).cluster]
-    assert {"gpt3_175b", "brain_120t"} <= set(layered)  # the benchmarks' cases fold their blocks
-    for name in layered:
-        result = _result(name)
+    layered = "blocks" in result.cluster
+    assert layered or name not in MUST_FOLD_BLOCKS
+    if layered:
         # every block is simulated or stood for: the forward records of one kernel of a block count for all
         qkv = [r for r in result.records if r.name.endswith(".qkv") and r.phase == "forward" and r.micro_batch == 0
                and r.step == 0]
         assert sum(r.repeats for r in qkv) == result.cluster["blocks"], name
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
 def test_record_totals_equal_the_step_breakdown(name):
     result = _result(name)
     rows = result.to_records()
@@ -104,7 +119,6 @@ def test_record_totals_equal_the_step_breakdown(name):
         assert all(row["repeats"] == 1 for row in rows)
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
 def test_report_groups_and_kernel_plot_add_up_to_the_step(name):
     result = _result(name)
     steps = len(result.steps)
@@ -124,7 +138,6 @@ def test_report_groups_and_kernel_plot_add_up_to_the_step(name):
                                     or "blocks" in result.cluster)
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
 def test_the_records_dataframe_adds_up_to_the_step(name):
     """``Result.to_pandas()`` weighted by ``repeats`` gives the breakdown, as the records do."""
     result = _result(name)

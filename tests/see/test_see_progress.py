@@ -33,6 +33,19 @@ def test_draws_on_a_terminal_with_percent_and_eta():
     assert bar.fraction == 1.0
 
 
+def test_a_bar_drawn_early_by_a_line_above_it_still_finishes_at_100_percent():
+    """A line written above the bars (a long run's warning through tqdm.write) draws the bar before its delay;
+    closed, it must end at 100%, not stay at the frame the line left (``wss size`` on a quick search)."""
+    from tqdm import tqdm
+
+    out = FakeTTY()
+    with ProgressBar("size", out, delay_s=60.0, min_interval_s=0.0) as bar:
+        bar(0.5)
+        tqdm.write("wss: WARNING: a long run", file=out)
+        assert _last_frame(out.getvalue()).startswith("size:  50%")
+    assert _last_frame(out.getvalue()).startswith("size: 100%") and out.getvalue().endswith("\n")
+
+
 def test_silent_when_not_a_terminal_or_quiet():
     for stream, kwargs in ((io.StringIO(), {}), (FakeTTY(), {"quiet": True})):
         bar = progress_bar("x", stream=stream, delay_s=0.0, notebook=False, **kwargs)

@@ -96,3 +96,19 @@ def test_the_cli_counts_the_job_and_leaves_it_out_on_request(capsys):
     assert main(["size", SCENARIO, "--tokens", "1e9", "--max-wafers", "2", *SMALL_SET, "--job-costs", "coffee"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "unknown job cost 'coffee'" in err
+
+
+def test_a_job_that_costs_nothing_adds_no_hours_at_any_rate():
+    """The job's hours come from the same steps' seconds as the days: with no job costs they are exactly 0 at
+    every rate (as a difference of two roundings of the steps' time they were not, at about a rate in four)."""
+    import pandas as pd
+
+    from wss.model.result.goodput import JobCosts
+    from wss.studies.size import _add_columns
+
+    rates = [1e5 + 9_973.0 * i for i in range(400)]
+    df = pd.DataFrame({"wafers": [1] * len(rates), "status": ["ok"] * len(rates), "tokens_per_s": rates,
+                       "energy_per_token_J": [1.0] * len(rates)})
+    _add_columns(df, TOKENS, None, TOKENS_PER_STEP, JobCosts("none", {}, 0.0, None, ()))
+    assert (df["job_hours"] == 0.0).all()
+    assert list(df["days"] * 86400) == pytest.approx([TOKENS / r for r in rates], rel=1e-12)

@@ -19,7 +19,10 @@ Ctrl-C and SIGTERM stop a command cleanly: the outputs of a run are all
 written or none is (temporary files and folders made for them are removed),
 a sweep's worker processes are ended, and one line (``interrupted`` or
 ``terminated``) goes to stderr, never a traceback.  A second signal during
-that clean-up is ignored.  A signal that lands while ``wss`` is still
+that clean-up is ignored.  The exit code says which: 130 or 143 means no
+output was put in place.  Once a command's outputs are complete and about
+to be renamed into place (:func:`settle`), and once the program has its
+exit code and is ending, a signal no longer changes anything: it is ignored.  A signal that lands while ``wss`` is still
 starting (importing) ends it at once with the same code and nothing printed:
 nothing has been written yet (:mod:`wss.cli.app` arranges that first thing).
 SIGKILL cannot be handled; a sweep's workers still end within a second of
@@ -38,6 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
+from wss._starting import is_wss_program
 from wss.errors import ScenarioError, WssError, quote
 
 __all__ = [
@@ -49,6 +53,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "Terminated",
     "signals_as_exceptions",
+    "settle",
     "interrupted_code",
     "print_error",
     "relabel",
@@ -92,7 +97,8 @@ def interrupted_code(code: int) -> int:
 
 @contextlib.contextmanager
 def signals_as_exceptions() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt; restored after.
+    """Within the block, SIGTERM raises :class:`Terminated` and SIGINT KeyboardInterrupt; restored after
+    (ignored after, when this process is the ``wss`` program: it is ending with the command's exit code).
 
     Outside the main thread (a command run from a worker thread) signals cannot be handled, and
     the block changes nothing.
@@ -107,8 +113,26 @@ def signals_as_exceptions() -> Iterator[None]:
     try:
         yield
     finally:
+        # The wss program is ending with the command's exit code: a signal now would turn a command that
+        # has done its work into 130/143 (the start-up handler) or a death by SIGTERM (Python's default).
+        ending = is_wss_program()
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if ending else handler)
+
+
+def settle() -> None:
+    """The command's outputs are complete: from here on it succeeds, and SIGINT and SIGTERM are ignored.
+
+    Called as the last step inside :func:`wss.files.all_or_nothing`, once everything that can take time
+    has run: what is left is renaming the outputs into place and printing what was written, and a signal
+    there must not end the command with 130/143, which says that nothing was written.  Changes nothing
+    outside :func:`signals_as_exceptions` (a library caller's handlers are its own) or after a first signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _SIGNALS:
+        if signal.getsignal(sig) is _raise_for:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def non_negative(what: str) -> Callable[[str], float]:

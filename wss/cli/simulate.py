@@ -30,6 +30,7 @@ from wss.cli.common import (
     add_set_argument,
     print_error,
     relabel,
+    settle,
 )
 from wss.errors import WssError
 from wss.files import all_or_nothing, atomic_write_text, ensure_file_target, safe_name
@@ -78,40 +79,51 @@ def run(args: argparse.Namespace) -> int:
 
 def _simulate(args: argparse.Namespace) -> int:
     from wss.model.scenario import load_scenario
-    from wss.views.summary import format_result
 
     see.take_scenario_back(args)
     scenario = load_scenario(args.scenario, args.overrides)
     out = args.out if args.out is not None else default_outdir(scenario.name, args.overrides)
     written = io.StringIO()
     # Every output is checked before the run, and result.json, the trace and the plots appear together
-    # at the end or not at all (a failure also removes the folders made for them).
+    # at the end or not at all (a failure also removes the folders made for them).  The verdict runs and
+    # the report is made before they do: once they are in place only printing is left, and the command
+    # has succeeded (settle: a signal then would say "nothing written" with exit code 143 or 130).
     with all_or_nothing():
         ensure_file_target(out / "result.json")
         see.prepare_outputs(args, outdir=out)
         result, recorded = see.simulate(scenario, args)
         path = atomic_write_text(out / "result.json", result.to_json())
         files = see.write_outputs(args, result, recorded, outdir=out, out=written)
-    if args.json:
-        _print_json(args, result, [path, *files])
-        return EXIT_OK
-    if not args.quiet:
-        print(format_result(result, overrides=args.overrides))
-        print(f"  wrote        {path}")
-        print(written.getvalue(), end="")
-    see.print_verdict(args, result)
+        report = _report(args, result, [path, *files], written.getvalue())
+        settle()
+    print(report, end="")
     return EXIT_OK
 
 
-def _print_json(args: argparse.Namespace, result: Result, files: list[Path]) -> None:
-    """``simulate --json``: one document on stdout (progress stays on stderr), the verdict in it if asked for."""
+def _report(args: argparse.Namespace, result: Result, files: list[Path], written: str) -> str:
+    """What ``simulate`` prints on stdout, the verdict run if asked for: the summary, the files ``written``
+    (``files[0]`` is result.json) and the verdict; nothing with -q; with ``--json`` one document."""
+    from wss.views.summary import format_result
+
+    if args.json:
+        return _json_document(args, result, files)
+    verdict = io.StringIO()
+    see.print_verdict(args, result, out=verdict)  # runs the verdict; prints nothing with -q
+    if args.quiet:
+        return verdict.getvalue()
+    summary = format_result(result, overrides=args.overrides)
+    return f"{summary}\n  wrote        {files[0]}\n{written}{verdict.getvalue()}"
+
+
+def _json_document(args: argparse.Namespace, result: Result, files: list[Path]) -> str:
+    """``simulate --json``: one document for stdout (progress stays on stderr), the verdict in it if asked for."""
     from wss.views.json_summary import result_summary
 
     doc = {"result_file": str(files[0]), "written": [str(p) for p in files], "overrides": list(args.overrides),
            **result_summary(result)}
     if getattr(args, "verdict", False):
         doc["verdict"] = see.run_verdict(result, quiet=args.quiet).model_dump(mode="json")
-    print(json.dumps(doc, indent=1))
+    return json.dumps(doc, indent=1) + "\n"
 
 
 def _validate(args: argparse.Namespace) -> int:

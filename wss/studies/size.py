@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pandas and matplotlib are imported only when used
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from wss.model.result.goodput import JobCosts
+    from wss.model.result.goodput import JobCosts, TrainTime
 
 __all__ = ["size", "SizeError", "cluster_sizes", "format_size", "size_figure", "DEFAULT_MAX_WAFERS"]
 
@@ -239,11 +239,16 @@ def _job_attrs(base: Scenario, costs: JobCosts, steps: float) -> dict[str, Any]:
             "micro_batch_search": base.training.micro_batch == "auto" and job_of(base).micro_batch_search_s > 0}
 
 
-def _train_seconds(tokens: float, tokens_per_step: float, tokens_per_s: float, costs: JobCosts) -> float:
-    """Wall seconds to train ``tokens`` at ``tokens_per_s``: the steps and the job's costs (one function)."""
+def _train_time(tokens: float, tokens_per_step: float, tokens_per_s: float, costs: JobCosts) -> TrainTime:
+    """The time to train ``tokens`` at ``tokens_per_s``: the steps and the job's costs (one function)."""
     from wss.model.result.goodput import time_to_train
 
-    return time_to_train(tokens / tokens_per_step, tokens_per_step / tokens_per_s, costs).total_s
+    return time_to_train(tokens / tokens_per_step, tokens_per_step / tokens_per_s, costs)
+
+
+def _train_seconds(tokens: float, tokens_per_step: float, tokens_per_s: float, costs: JobCosts) -> float:
+    """Wall seconds to train ``tokens`` at ``tokens_per_s``: the steps and the job's costs."""
+    return _train_time(tokens, tokens_per_step, tokens_per_s, costs).total_s
 
 
 def _meets(tokens: float, days: float | None, tokens_per_s: float | None, tokens_per_step: float,
@@ -263,10 +268,12 @@ def _meets(tokens: float, days: float | None, tokens_per_s: float | None, tokens
 def _add_columns(df: pd.DataFrame, tokens: float, price: float | None, tokens_per_step: float,
                  costs: JobCosts) -> None:
     ok = df["status"] == "ok"
-    steps_days = tokens / df["tokens_per_s"] / _SECONDS_PER_DAY
-    df["days"] = [_train_seconds(tokens, tokens_per_step, x, costs) / _SECONDS_PER_DAY if good else math.nan
-                  for x, good in zip(df["tokens_per_s"], ok)]
-    df["job_hours"] = (df["days"] - steps_days) * 24.0
+    # Both columns from one TrainTime: the job's part is what it adds to the steps, exactly 0 with no job costs
+    # (a difference of separately rounded day counts would leave 1e-17 hours).
+    trains = [_train_time(tokens, tokens_per_step, x, costs) if good else None
+              for x, good in zip(df["tokens_per_s"], ok)]
+    df["days"] = [t.total_s / _SECONDS_PER_DAY if t else math.nan for t in trains]
+    df["job_hours"] = [(t.total_s - t.steps_s) / 3600.0 if t else math.nan for t in trains]
     ref = df[ok].iloc[0] if ok.any() else None
     if ref is not None:
         df["efficiency"] = (df["tokens_per_s"] / df["wafers"]) / (ref["tokens_per_s"] / ref["wafers"])

@@ -55,6 +55,7 @@ class _Bar:
         self.unit = unit
         self.closed = False
         self._tqdm: Any = None
+        self._drawn = False  # by tqdm, at any time (see _note_draws)
 
     def _bar(self) -> Any:
         if self._tqdm is None:
@@ -66,7 +67,21 @@ class _Bar:
                               unit=self.unit, dynamic_ncols=True, leave=True, mininterval=self.min_interval_s,
                               miniters=1,
                               bar_format=self._format())
+            self._note_draws(self._tqdm)
         return self._tqdm
+
+    def _note_draws(self, bar: Any) -> None:
+        """Remember that the bar was drawn, however it was.  A line written above the bars (``tqdm.write``, which
+        ``logging_redirect_tqdm`` uses for a long run's warning) redraws every bar at once, before its delay too;
+        tqdm then counts the bar as never shown and leaves it at that frame when closed (``wss size`` stopped
+        at 58% on a quick search), so :meth:`close` has to know."""
+        plain = bar.display
+
+        def display(*args: Any, **kwargs: Any) -> Any:
+            self._drawn = True
+            return plain(*args, **kwargs)
+
+        bar.display = display
 
     def _format(self) -> str:
         return "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
@@ -84,8 +99,11 @@ class _Bar:
             return
         if done:
             self._move_to(self.total)
-        if self._tqdm is not None:
-            self._tqdm.close()
+        bar = self._tqdm
+        if bar is not None:
+            if self._drawn and bar.last_print_t < bar.start_t + bar.delay:
+                bar.last_print_t = bar.start_t + bar.delay  # drawn early by a line above it: finish it, as shown
+            bar.close()
         self.closed = True
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -142,9 +142,11 @@ def _unfold_uneven_slots(p: Plan, exc: LayerFoldMismatch) -> Plan | None:
     repeat in one of them (micro-batch ``exc.micro_batch``); None when they already are, or when the failed fold
     lay in another micro-batch.
 
-    Both directions, not the failed one alone: a slot whose forward passes run every block while its backward
-    passes fold gives, with offloaded block inputs, other bytes back to the wafers than every block simulated
-    (Cerebras-GPT 13B on 17 wafers: 601.8 GB instead of 613.2 GB of ``activations->wafer``)."""
+    Both directions, not the failed one alone.  Chosen when a slot whose forward passes ran every block while its
+    backward passes folded reported other offload bytes (Cerebras-GPT 13B on 17 wafers: 601.8 GB instead of
+    613.2 GB of ``activations->wafer``); the level views are now unfolded member by member
+    (:meth:`UnfoldedCluster.total <wss.model.sim.unfolded.UnfoldedCluster.total>`), so folding the other
+    direction there would report the full run's figures and save events, which this rung does not do yet."""
     if not p.layer_runs or not p.uneven_slots or exc.micro_batch not in {*p.uneven_slots, None}:
         return None
     if p.blocks_unfolded_in == p.uneven_slots:

@@ -32,8 +32,9 @@ slowest stage up, and the pass takes ``max(C + max(0, s - lead), S - lead + C/n,
 (:mod:`~wss.model.plan.analytic.sweep`); with activation offload, the block inputs coming back share the wire
 of the wafer's edge with the stream (:mod:`~wss.model.plan.analytic.returns`).  Per step: fill, drain, the first
 kernel's update and the optimizer's queue ahead of it, the flash channel, the inputs, the runtime's fixed costs
-and offload going out (:mod:`~wss.model.plan.analytic.step`).  The simulator's ``step_time_s`` is the mean over
-``training.steps`` steps, each holding one fill, one drain and one update of the first kernel; so is this.
+and offload going out (:mod:`~wss.model.plan.analytic.step`), the fill, drain and update between steps waited for
+only beyond the next step's fixed costs, which the wafer pays while they run.  The simulator's ``step_time_s`` is
+the mean over ``training.steps`` steps; so is this.
 """
 
 from wss.model.plan.analytic.model import StepModel

@@ -4,8 +4,15 @@ first step and the later ones, averaged as the simulator averages them.
 Per step: the **fill** (the step's first chunk across every stage), the **drain** (the first kernel's last
 gradient chunk up), the **update** of the first kernel, which arrives last and ends the step, and whatever
 of the optimizer's queue is still ahead of it; the **flash** channel's work where it outlasts the step;
-the **input** waits (inputs are double-buffered: micro-batch ``m``'s transfer starts as the wafer starts
-``m - 1``); the runtime's fixed costs in series; and, with activation offload, what the block inputs add.
+the **input** waits (inputs are double-buffered: micro-batch ``m``'s transfer starts as the wafer begins
+``m - 1``); the runtime's fixed costs; and, with activation offload, what the block inputs add.
+
+The wafer pays its fixed costs (a step's, a micro-batch's) as it begins, before it waits for anything, and
+the rest of the machine does not stop meanwhile: the previous step's gradients drain, the optimizer updates,
+the stream crosses the tree and fills the buffers, the next input travels.  So the fill, drain and update
+between two steps are waited for only where they outlast the next step's fixed costs (:class:`_Boundary`),
+the stream begins a step (or micro-batch) as far ahead as those costs let it, and only the run's last step
+waits for all of its updates, as in the simulator (components/wafer.py, components/inputs.py).
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ class _Step:
     input_wait: float  # waits for the inputs of micro-batches after the first
     held: float  # the wafer's waits for its offloaded block inputs (in the passes)
     last_micro_batch: float  # the wafer's time on the last micro-batch once its input is there
+    slack: float  # how long before the last micro-batch's passes the next input's transfer could start
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
 
 
@@ -83,7 +91,7 @@ class _Candidate:
         self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
         self.prepare_rate = preparation_samples_per_s(s)
         # The wafer pays a micro-batch's fixed costs (and a step's, at its first) before it waits for the input,
-        # so they hide under that wait (components/wafer.py).
+        # so they hide under that wait, and the stream and the inputs move on meanwhile (components/wafer.py).
         runtime = s.hardware.runtime
         self.before_input = (runtime.micro_batch_overhead_s, runtime.micro_batch_overhead_s + runtime.step_overhead_s)
         self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
@@ -97,18 +105,26 @@ class _Candidate:
         return inp.latency_s + input_transfer_s(self.micro_batches[m], self.per_sample, inp.bandwidth_Bps,
                                                 self.prepare_rate)
 
-    def runs(self, lead: float) -> tuple[list[Sweep], list[float]]:
-        """Each micro-batch's sweep, and its wait for input, for a step starting with ``lead``."""
+    def runs(self, lead: float, slack: float) -> tuple[list[Sweep], list[float], float]:
+        """Each micro-batch's sweep and its wait for input, for a step starting with ``lead``, whose first
+        micro-batch's passes began ``slack`` after the next input's transfer could; and that slack of the last.
+
+        Inputs are double-buffered: micro-batch m's transfer starts once m - 1's input is there and the wafer
+        has begun m - 1, before it pays m - 1's fixed costs and waits for anything (components/inputs.py)."""
         lag = 0.0
         runs: list[Sweep] = []
         waits: list[float] = []
+        fixed = self.before_input[0]
         for m in range(len(self.micro_batches)):
             sweeper = self.sweeper(m)
-            # Inputs are double-buffered: micro-batch m's transfer starts as the wafer starts m - 1 (once m - 1's
-            # input is there); the wafer pays m's fixed cost before it waits.
-            wait = max(0.0, self.input_s(m) - runs[-1].duration - self.before_input[0]) if m else 0.0
-            if wait:  # the stream runs ahead and the gradients drain while the wafer waits
-                lead, lag = min(sweeper.first_cap, lead + wait), max(0.0, lag - wait)
+            wait = 0.0
+            if m:  # the wafer pays m's fixed cost, then waits for its input (the step's first: see _run)
+                early = self.input_s(m) - slack - runs[-1].duration  # the input's arrival after the wafer begins m
+                wait = max(0.0, early - fixed)
+                slack = fixed + wait - max(0.0, early)
+                idle = fixed + wait
+                if idle:  # the stream runs ahead and the gradients drain while the wafer pays and waits
+                    lead, lag = min(sweeper.first_cap, lead + idle), max(0.0, lag - idle)
             waits.append(wait)
             sw = sweeper.sweep(lead, lag)
             runs.append(sw)
@@ -116,7 +132,7 @@ class _Candidate:
             tol = 1e-12 * sw.duration
             lead = lead if abs(sw.lead_out - lead) <= tol else sw.lead_out
             lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
-        return runs, waits
+        return runs, waits, slack
 
     def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float, float]:
         """The step's drain, the first kernel's own update, the optimizer's queue ahead of it, and the update
@@ -133,7 +149,7 @@ class _Candidate:
         order = self.sched.backward_kernels
         start = free = arrival = 0.0
         for m, sw in enumerate(runs):
-            start += waits[m]
+            start += waits[m] + (self.before_input[0] if m else 0.0)  # a micro-batch's fixed cost, then its input
             kind, index = (jobs.last_kind(), n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
             key = (id(sw), kind, index)
             if key not in self._fifo:
@@ -152,11 +168,12 @@ class _Candidate:
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
         return drain, own, queue, own
 
-    def step(self, lead: float) -> _Step:
-        """One step whose first pass finds ``lead`` seconds of its stream already done."""
+    def step(self, lead: float, slack: float) -> _Step:
+        """One step whose first pass finds ``lead`` seconds of its stream already done and begins ``slack`` after
+        its second input's transfer could (:meth:`runs`)."""
         n_mb = len(self.micro_batches)
         jobs = self.model.jobs
-        runs, waits = self.runs(lead)
+        runs, waits, slack = self.runs(lead, slack)
         passes = sum(sw.duration for sw in runs)
         compute = sum(sw.compute for sw in runs)
         # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
@@ -174,70 +191,127 @@ class _Candidate:
                  math.fsum(sw.paced[2] for sw in runs))
         held = sum(sw.held for sw in runs)
         return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, closing, sum(waits), held, last,
-                     paced)
+                     slack, paced)
+
+
+@dataclass(frozen=True)
+class _Boundary:
+    """The iteration boundary before a later step: what the wafer waits for after the previous step's last pass.
+
+    The wafer pays the step's fixed costs first (``runtime``: the step's and its first micro-batch's), then
+    waits for its first input, then for its first kernel's weights.  Meanwhile the previous step's gradients
+    drain, the optimizer works through its queue and updates the first kernel (with clipping: the updates the
+    next step waits for), and the stream crosses the tree again (the fill): a chain that runs beside the wafer's
+    fixed costs and input wait, not after them.  Only what the chain outlasts them by is waited for (each part
+    of it in turn: ``drain``, ``queue``, ``update``, ``fill``), and what they outlast it by the stream spends
+    running ahead (``lead``, up to the buffers).
+    """
+
+    late_input: float  # the wafer's wait for the step's first input, after the fixed costs
+    drain: float
+    queue: float
+    update: float
+    fill: float
+    lead: float  # the stream done for the step's first pass as it begins
+    slack: float  # how long after the step's second input's transfer could start its first pass begins
+    start: float  # the step's own time before its first pass (the rest of the boundary is the previous step's)
+
+    @classmethod
+    def after(cls, cand: _Candidate, prev: _Step) -> _Boundary:
+        """The boundary after step ``prev``, before a later step."""
+        way = cand.model.ways[0]
+        runtime = cand.before_input[1]
+        # A later step's first input was sent once the previous step's last one was there and the wafer had
+        # begun that micro-batch (:meth:`_Candidate.runs`); the wafer waits for it after the fixed costs.
+        early = cand.input_s(0) - prev.slack - prev.last_micro_batch
+        late = max(0.0, early - runtime)
+        chain = (prev.drain, prev.queue, prev.update, way.fill_s)
+        covered = runtime + late
+        exposed = []
+        for part in chain:  # the fixed costs and the input wait cover the chain from its start
+            hidden = min(part, covered)
+            exposed.append(part - hidden)
+            covered -= hidden
+        lead = min(covered, cand.sweeper(0).first_cap)
+        begins = runtime + late + sum(exposed)  # the first pass, after the previous step's last one
+        start = begins - (prev.drain + prev.queue + prev.update)
+        return cls(late, exposed[0], exposed[1], exposed[2], exposed[3], lead, begins - max(0.0, early), start)
 
 
 @dataclass(frozen=True)
 class _Run:
-    """The run's first step and every later one, and the waits at their starts."""
+    """The run's first step, every later one and the boundaries before them, and the waits at their starts."""
 
     opening: _Step
     later: _Step
+    second: _Boundary  # before the run's second step (after the opening)
+    boundary: _Boundary  # before each later step after the second (after a later step)
     input_wait: float  # the first input's transfer (the run's first micro-batch waits for all of it)
     opening_wait: float  # of which the wafer waits beyond the step's fixed costs, which it pays first
-    late_input: float  # how long a later step's first micro-batch waits for its input
-    fill_open: float  # the part of the first step's fill not hidden under its input wait
-    fill: float  # a later step's fill
+    opening_start: float  # the first step's time before its first pass: fixed costs, input wait, fill
+    fill_open: float  # the part of the first step's fill not hidden under its fixed costs and input wait
 
 
 def _run(cand: _Candidate, n_steps: int) -> _Run:
-    """The opening step and a later one.
+    """The opening step, a later one and the boundaries before the later ones.
 
-    The run's first micro-batch waits for its input while the stream starts: the fill hides
-    under the wait and the stream gets a head start (as far as the buffers allow); the wafer pays the
-    step's fixed costs before it waits, so only the input's time beyond them adds.  Later steps' first
-    inputs arrive during the previous step.
+    The run's first micro-batch waits for its input while the stream starts: the wafer pays the step's fixed
+    costs before it waits, the fill hides under both, and the stream gets a head start (as far as the buffers
+    allow).  A later step's fixed costs run beside the iteration boundary before it (:class:`_Boundary`).  The
+    later steps all start as the second does (their boundaries differ from its only if the opening ends
+    otherwise than they do).
     """
     way = cand.model.ways[0]
     input_wait = cand.input_s(0)
-    cap = cand.sweeper(0).first_cap
-    opening = cand.step(min(max(0.0, input_wait - way.fill_s), cap))
-    later = cand.step(0.0) if n_steps > 1 else opening
-    # A later step's first input was sent as the wafer began the previous step's last micro-batch (once its
-    # input was there); the wafer waits for it if it takes longer than that micro-batch, the iteration boundary
-    # and the step's fixed costs, which the wafer pays before it waits.
-    boundary = later.drain + later.update + later.queue + way.fill_s + cand.before_input[1]
-    late_input = max(0.0, input_wait - later.last_micro_batch - boundary) if n_steps > 1 else 0.0
-    if late_input:
-        later = cand.step(min(late_input, cap))
-    opening_wait = max(0.0, input_wait - cand.before_input[1])
-    return _Run(opening, later, input_wait, opening_wait, late_input, max(0.0, way.fill_s - input_wait), way.fill_s)
+    runtime = cand.before_input[1]
+    start = max(runtime, input_wait)
+    begins = max(start, way.fill_s)  # the first pass; the second input's transfer could start at input_wait
+    opening = cand.step(min(max(0.0, start - way.fill_s), cand.sweeper(0).first_cap), begins - input_wait)
+    if n_steps > 1:
+        second = _Boundary.after(cand, opening)
+        later = cand.step(second.lead, second.slack)
+        boundary = _Boundary.after(cand, later)
+    else:
+        later, second = opening, _Boundary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        boundary = second
+    return _Run(opening, later, second, boundary, input_wait, max(0.0, input_wait - runtime), begins,
+                max(0.0, way.fill_s - start))
 
 
 def _flash_excess(st: _Step, start: float) -> float:
-    """How far the flash channel's work (and the updates left after it) outlasts a step starting at ``start``."""
+    """How far the flash channel's work (and the updates left after it) outlasts a step whose own time before
+    its first pass is ``start`` (the channel works on through the step's fixed costs)."""
     rest = start + st.input_wait + st.passes + st.drain + st.update + st.queue
     return max(0.0, st.channel + st.after_channel - rest)
 
 
 def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """The mean step's terms (TERMS), breakdown and pacing (BREAKDOWN_CATEGORIES), over ``n_steps`` steps."""
-    opening, later = run.opening, run.later
+    """The mean step's terms (TERMS), breakdown and pacing (BREAKDOWN_CATEGORIES), over ``n_steps`` steps.
+
+    Of the boundaries, the ``n_steps - 1`` between steps count what the next step waits for beyond its fixed
+    costs (:class:`_Boundary`); the run's last step waits for all of its own (drain, queue and updates)."""
+    opening, later, second, boundary = run.opening, run.later, run.second, run.boundary
+    last = later if n_steps > 1 else opening
 
     def mean(first_step: float, other: float) -> float:
         return (first_step + (n_steps - 1) * other) / n_steps
+
+    def between(part: str) -> float:  # the boundaries before the later steps, per step of the run
+        return (getattr(second, part) + max(0, n_steps - 2) * getattr(boundary, part)) / n_steps if n_steps > 1 \
+            else 0.0
 
     held = mean(opening.held, later.held)  # waits for block inputs: the offload term, not the passes'
     passes = mean(opening.passes, later.passes) - held
     compute = mean(opening.compute, later.compute)
     flash_wait = mean(opening.flash_wait, later.flash_wait)
-    fill = mean(run.fill_open, run.fill)
-    drain = mean(opening.drain, later.drain)
-    update = mean(opening.update, later.update)
-    closing = later if n_steps > 1 else opening  # the run's last step waits for all of its updates
-    queue = mean(opening.queue, later.queue) + (closing.closing - closing.update) / n_steps
-    flash = mean(_flash_excess(opening, run.input_wait + run.fill_open), _flash_excess(later, run.fill))
-    input_s = mean(run.opening_wait, run.late_input) + mean(opening.input_wait, later.input_wait)
+    fill = run.fill_open / n_steps + between("fill")
+    drain = between("drain") + last.drain / n_steps
+    update = between("update") + last.update / n_steps
+    queue = between("queue") + (last.queue + last.closing - last.update) / n_steps
+    flash = _flash_excess(opening, run.opening_start) / n_steps
+    if n_steps > 1:
+        flash += (_flash_excess(later, second.start) + (n_steps - 2) * _flash_excess(later, boundary.start)) / n_steps
+    input_s = run.opening_wait / n_steps + between("late_input") + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
              "flash_excess": flash, "input": input_s, "offload": held}
     breakdown = {
