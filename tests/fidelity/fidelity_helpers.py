@@ -24,14 +24,14 @@ DEEP_BUFFERS = {"hardware.swarmx.port_buffer_bytes": 2**36, "hardware.wafer.ingr
 #: are checked reduced (fewer blocks; for the 1T model less MemoryX DRAM, so it still spills to
 #: flash); their full-size rows are checked only with WSS_SLOW=1.
 CROSS_CHECK = {
-    "bert_large": ({}, 0.02, None),
+    "bert_large": ({}, 0.01, None),
     "cerebras_gpt_13b": ({}, -0.00, None),
     "cs3_gpt3_13b": ({}, -0.00, None),
-    "fc_mnist": ({}, 0.00, None),
+    "fc_mnist": ({}, -0.00, None),
     # Trained for real when simulated; the estimator has no numerics, so both time the sampled masks.
     "fc_mnist_numerics": ({"numerics.enabled": False, "training.steps": 3}, -0.00, None),
     "gpt3_175b": ({}, -0.00, None),
-    "gpt3_6.7b_sparse": ({}, 0.39, "bounded buffers"),
+    "gpt3_6.7b_sparse": ({}, -0.00, "bounded buffers"),
     "llama3_70b_16xcs3": ({}, -0.00, None),
     "mixtral_8x7b_4xcs3": ({}, -0.00, None),
     "brain_120t": (
@@ -41,12 +41,12 @@ CROSS_CHECK = {
     ),
     "gpt_1t": (
         {"workload.model.layers.1.repeat": 32, "hardware.memoryx.dram_capacity_bytes": 2.5e11},
-        -0.08,
+        -0.02,
         None,  # offload with flash-resident state: the prefetch interleaving (docs/fidelity.md)
     ),
 }
 #: Full-size rows of the slow scenarios (18 s and 6 s to simulate).
-FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": -0.07}
+FULL_SIZE = {"brain_120t": -0.70, "gpt_1t": -0.00}
 
 SLOW = bool(os.environ.get("WSS_SLOW"))
 
