@@ -151,6 +151,25 @@ def test_a_signal_during_a_command_s_own_imports_is_one_line(tmp_path, sig, word
     assert code == 128 + sig and err.strip() == words
 
 
+@pytest.mark.parametrize("argv0, orig_argv, program", [
+    ("-m", ["python", "-m", "wss", "simulate"], True),  # python -m wss, while wss imports
+    ("-m", ["python", "-X", "dev", "-mwss.cli", "presets"], True),
+    ("-m", ["python", "-m", "pytest", "-q"], False),  # another module importing wss as a library
+    ("-m", ["python", "-c", "import wss"], False),
+    ("/usr/bin/wss", ["python", "/usr/bin/wss", "presets"], True),  # the console script
+    ("tool.py", ["python", "tool.py"], False),
+])
+def test_python_dash_m_wss_is_the_program_while_it_imports(monkeypatch, argv0, orig_argv, program):
+    """``python -m`` sets ``sys.argv[0]`` to the module's file only after importing its package, so while
+    ``import wss`` runs it reads ``-m``: the interpreter's command line says whether the module is wss's
+    (and the quiet start-up handlers then apply under ``python -m wss`` as under the console script)."""
+    from wss._starting import is_wss_program
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert is_wss_program() is program
+
+
 def test_importing_wss_cli_as_a_library_leaves_signal_handling_alone():
     code = ("import signal, wss.cli; from wss.cli import main; "
             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler; "
