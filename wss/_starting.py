@@ -24,13 +24,31 @@ def _exit_at_once(signum: int, frame: object) -> None:
 def is_wss_program() -> bool:
     """Is this process the ``wss`` program (its console script, ``python -m wss`` or ``python -m wss.cli``)?
 
-    Read from ``sys.argv[0]``, which ``python -m`` sets to the module's file only after importing its package:
-    while ``import wss`` runs under ``python -m wss`` it is still ``-m``, so the silent start-up handlers
-    are not installed there (Python's own handling applies until :func:`wss.cli.main` takes over).
+    Read from ``sys.argv[0]``; while ``import wss`` runs under ``python -m wss``, ``python -m`` has not yet set
+    it to the module's file (it is ``-m``), so the interpreter's own command line (``sys.orig_argv``) says
+    which module ``-m`` runs.
     """
     program = sys.argv[0].replace(os.sep, "/") if sys.argv and sys.argv[0] else ""
     named = program.rsplit("/", 1)[-1] in ("wss", "wss.exe")
-    return named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py"))
+    return named or program.endswith(("wss/__main__.py", "wss/cli/__main__.py")) or (
+        program == "-m" and _module_run_by_python() in ("wss", "wss.cli"))
+
+
+def _module_run_by_python() -> str | None:
+    """The module of ``python [options] -m MODULE`` (or ``-mMODULE``), read from the interpreter's own command
+    line; None when it runs a script, ``-c`` code or nothing."""
+    args = list(getattr(sys, "orig_argv", [])[1:])
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-m":
+            return args[i + 1] if i + 1 < len(args) else None
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg.startswith("-c") or not arg.startswith("-"):  # code or a script: no module
+            return None
+        i += 2 if arg in ("-X", "-W", "--check-hash-based-pycs") else 1  # options whose value follows
+    return None
 
 
 def exit_quietly_while_starting() -> None:

@@ -151,6 +151,25 @@ def test_a_signal_during_a_command_s_own_imports_is_one_line(tmp_path, sig, word
     assert code == 128 + sig and err.strip() == words
 
 
+@pytest.mark.parametrize("argv0, orig_argv, program", [
+    ("-m", ["python", "-m", "wss", "simulate"], True),  # python -m wss, while wss imports
+    ("-m", ["python", "-X", "dev", "-mwss.cli", "presets"], True),
+    ("-m", ["python", "-m", "pytest", "-q"], False),  # another module importing wss as a library
+    ("-m", ["python", "-c", "import wss"], False),
+    ("/usr/bin/wss", ["python", "/usr/bin/wss", "presets"], True),  # the console script
+    ("tool.py", ["python", "tool.py"], False),
+])
+def test_python_dash_m_wss_is_the_program_while_it_imports(monkeypatch, argv0, orig_argv, program):
+    """``python -m`` sets ``sys.argv[0]`` to the module's file only after importing its package, so while
+    ``import wss`` runs it reads ``-m``: the interpreter's command line says whether the module is wss's
+    (and the quiet start-up handlers then apply under ``python -m wss`` as under the console script)."""
+    from wss._starting import is_wss_program
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert is_wss_program() is program
+
+
 def test_importing_wss_cli_as_a_library_leaves_signal_handling_alone():
     code = ("import signal, wss.cli; from wss.cli import main; "
             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler; "
@@ -324,3 +343,73 @@ def test_a_signal_once_the_command_has_finished_leaves_its_exit_code(tmp_path, h
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert (out.returncode, out.stderr) == (0, "")
 
+
+
+# ------------------------------------------------- the other writing commands: a signal once written, or before
+
+@pytest.fixture(scope="module")
+def fc_mnist_result(tmp_path_factory) -> Path:
+    from wss.cli import main
+
+    out = tmp_path_factory.mktemp("fc_mnist")
+    assert main(["simulate", str(REPO / "scenarios" / "fc_mnist.yaml"), "-o", str(out), "-q"]) == 0
+    return out / "result.json"
+
+
+def _signal_at_first_print(monkeypatch, module) -> None:
+    """SIGTERM this process as ``module`` first prints: its outputs are written by then."""
+    def signalling_print(*a, **k):
+        _sigterm_here()
+        print(*a, **k)
+
+    monkeypatch.setattr(module, "print", signalling_print, raising=False)
+
+
+def _command(name: str, tmp_path: Path, result: Path) -> tuple[list[str], list[Path], object]:
+    """A writing command's arguments, the files it writes and the module that prints its lines."""
+    from wss.cli import schema, see, size
+
+    if name == "plot":
+        return ["plot", str(result), "-o", str(tmp_path / "figs"), "--format", "svg"], [tmp_path / "figs"], see
+    if name == "report":
+        return (["report", str(result), "--csv", str(tmp_path / "rows.csv"), "--html", str(tmp_path / "page.html")],
+                [tmp_path / "rows.csv", tmp_path / "page.html"], see)
+    if name == "schema":
+        return ["schema", "-o", str(tmp_path / "s.json")], [tmp_path / "s.json"], schema
+    small = ["--set=workload.model=gpt3-125m", "--set=training.global_batch=64", "--set=hardware.wafers=1"]
+    return (["size", str(REPO / "scenarios" / "gpt3_175b.yaml"), "--tokens", "1e9", "--max-wafers", "2", *small,
+             "--plot", str(tmp_path / "size.png")], [tmp_path / "size.png"], size)
+
+
+@pytest.mark.parametrize("name", ["plot", "report", "schema", "size"])
+def test_a_signal_while_a_command_prints_what_it_wrote_leaves_exit_0(tmp_path, monkeypatch, capsys,
+                                                                     fc_mnist_result, name):
+    """``wss plot``, ``report --csv --html``, ``schema -o`` and ``size --plot``: once their files are in
+    place only printing is left, so a signal then leaves exit 0 and every file (not 143, which says that
+    nothing was written)."""
+    from wss.cli import main
+
+    args, written, module = _command(name, tmp_path, fc_mnist_result)
+    _signal_at_first_print(monkeypatch, module)
+    code = main(args)
+    err = capsys.readouterr().err
+    assert (code, "Traceback" in err) == (0, False), err
+    assert all(p.exists() for p in written) and _leftovers(tmp_path) == []
+
+
+def test_a_signal_during_the_report_s_verdict_writes_neither_csv_nor_page(tmp_path, monkeypatch, capsys,
+                                                                          fc_mnist_result):
+    """The verdict re-simulates before the CSV and the page are written: a signal during it ends the command
+    with 143 and neither file (before, the CSV was in place already and the exit code said otherwise)."""
+    from wss.cli import main, see
+
+    def signalling_verdict(*a, **k):
+        _sigterm_here()
+
+    monkeypatch.setattr(see, "run_verdict", signalling_verdict)
+    code = main(["report", str(fc_mnist_result), "--csv", str(tmp_path / "rows.csv"),
+                 "--html", str(tmp_path / "out" / "page.html"), "--verdict"])
+    err = capsys.readouterr().err
+    assert code == EXIT_TERMINATED and "Traceback" not in err
+    assert not (tmp_path / "rows.csv").exists() and not (tmp_path / "out").exists()
+    assert _leftovers(tmp_path) == []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wss.cli.common import EXIT_OK
+from wss.cli.common import EXIT_OK, settle
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 
@@ -51,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
     with all_or_nothing():
         ensure_file_target(args.out)
         path = atomic_write_text(args.out, text)
+        settle()  # written: only the rename and printing are left, which a signal must not undo
     print(f"wrote {path}")
     return EXIT_OK

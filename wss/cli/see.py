@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from wss.cli.common import add_quiet_argument
+from wss.cli.common import add_quiet_argument, settle
 from wss.errors import WssError, shorten
 from wss.files import all_or_nothing, ensure_dir, ensure_file_target
 
@@ -184,6 +184,7 @@ def _plot(args: argparse.Namespace, out: TextIO) -> int:
     with all_or_nothing():  # every figure or none
         ensure_dir(outdir)
         paths = plot_all(result, outdir, step=args.step, formats=tuple(args.formats or ("png", "svg")))
+        settle()  # drawn: only the renames and printing are left, which a signal must not undo
     if not args.quiet:
         for p in paths:
             print(f"wrote {p}", file=out)
@@ -201,9 +202,6 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
                             "write the CSV to a file")
     result = load_result(args.result)
     html = getattr(args, "html", None)
-    if html is not None:
-        with all_or_nothing():  # a bad --html path fails before anything is printed or re-simulated
-            ensure_file_target(html)
     group = getattr(args, "group", "pass")
     rows = group_rows(kernel_table(result), group, steps=len(result.steps))
     if to_stdout:
@@ -211,22 +209,29 @@ def _report(args: argparse.Namespace, out: TextIO) -> int:
 
         out.write(table_csv(rows, group))
         return 0
-    if args.csv is not None:
-        with all_or_nothing():  # a bad --csv path fails before anything is printed, and makes no folder
-            ensure_file_target(args.csv)
-            path = write_csv(args.csv, rows, group)
+    csv_path = page = verdict = None
+    # A bad --html or --csv path fails before anything is printed or re-simulated.  The verdict (it
+    # re-simulates) runs before anything is written, and the CSV and the page appear together or not at
+    # all: once they are in place only printing is left, which a signal must not undo (settle).
+    with all_or_nothing():
+        for target in (args.csv, html):
+            if target is not None:
+                ensure_file_target(target)
+        if args.verdict:
+            verdict = run_verdict(result, quiet=args.quiet).format()
+        if args.csv is not None:
+            csv_path = write_csv(args.csv, rows, group)
+        if html is not None:
+            from wss.views.html_report import write_result_page
+
+            page = write_result_page(html, result, verdict, source=str(args.result))
+        settle()
     if not args.quiet:
         print(format_table(sort_rows(rows, args.sort), limit=args.limit, group=group), file=out)
         print(format_totals(result), file=out)
-        if args.csv is not None:
-            print(f"wrote {path}", file=out)
-    verdict = _print_verdict(result, args, out) if args.verdict else None
-    if html is not None:
-        from wss.views.html_report import write_result_page
-
-        page = write_result_page(html, result, verdict, source=str(args.result))
-        if not args.quiet:
-            print(f"wrote {page}", file=out)
+        for line in (f"wrote {csv_path}" if csv_path else None, verdict, f"wrote {page}" if page else None):
+            if line is not None:
+                print(line, file=out)
     return 0
 
 

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wss.cli.common import EXIT_FAILED, EXIT_OK, add_scenario_argument, add_set_argument
+from wss.cli.common import EXIT_FAILED, EXIT_OK, add_scenario_argument, add_set_argument, settle
 from wss.files import all_or_nothing, atomic_write_bytes, ensure_file_target
 
 if TYPE_CHECKING:  # pandas loads with wss.studies.size, when the command runs
@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         with all_or_nothing():
             _write_plot(df, args.plot)
+            settle()  # drawn: only the rename and printing are left, which a signal must not undo
     print(_json(df) if args.json else format_size(df))
     if df.attrs["reachable"] is False:
         if args.json:  # the text table ends with this line already

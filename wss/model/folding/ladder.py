@@ -65,10 +65,11 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
         return run(p)
     except LayerFoldMismatch as exc:
         first = exc
-    # A fold that failed in an uneven slot goes to the rungs below as it did: there the wafers drift apart for
-    # longer than a longer stretch may settle (GPT-3 175B on 63 wafers: some 35 blocks in the backward passes,
-    # never in the forward ones, where a link busy without a break drifts against the blocks), so trying would
-    # only cost runs.  A wait reaching across copies (no micro-batch) does not settle either.
+    # A fold that failed in an uneven slot goes to the rungs below as it did: there a smaller shard starts every
+    # block earlier than the last by the same amount until the buffers stop it, for longer than a longer stretch
+    # may settle (GPT-3 175B on 63 wafers: through all 96 blocks both ways; docs/unfolded.md, "Why the uneven
+    # slots simulate every block"), so trying would only cost runs.  A wait reaching across copies (no
+    # micro-batch) does not settle either.
     longer = _settled_longer(s, p, first) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
         else None
     while longer is not None:
