@@ -1,8 +1,9 @@
 """What planning keeps between plans of one scenario, and that it gives the answers it would work out anew.
 
 A scenario is often planned more than once (``wss.plan`` then ``wss.simulate``; a run's plan with other folds),
-so the planner keeps the choice made for a scenario object while it lives, and every sampled non-zero profile
-(a function of its shape, density and seed) with its busiest engine rows.
+so the planner keeps the choice made for a scenario object while it lives, what it derives before the choice
+for the scenarios planned last, and every sampled non-zero profile (a function of its shape, density and seed)
+with its busiest engine rows.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import numpy as np
 import pytest
 
 import wss
+from wss.model import plan as planner
 from wss.model.kernels.cycles import NnzProfile, sampled_profile
 from wss.model.kernels.mapping import row_loads
-from wss.model.plan import _CHOICES, make_plan, plan_inputs
+from wss.model.plan import _CHOICES, INPUTS_KEPT, make_plan, plan_inputs
 from wss.model.plan.profiles import kernel_profiles, mask_rng
 from wss.model.plan.search import choose
 from wss.model.workload import StreamedKernel
@@ -48,9 +50,43 @@ def test_the_choice_is_let_go_with_its_scenario():
     make_plan(s)
     key = id(s)
     assert key in _CHOICES
+    others = [wss.load_scenario(SPARSE) for _ in range(INPUTS_KEPT)]
+    for other in others:  # planned since: the kept inputs let go of s
+        make_plan(other)
     del s
     gc.collect()
     assert key not in _CHOICES
+
+
+def test_a_scenario_planned_again_reuses_its_inputs_and_its_plans_equal_fresh_ones(monkeypatch):
+    derived = []
+
+    def counted(s, profiles):
+        derived.append(id(s))
+        return plan_inputs(s, profiles)
+
+    monkeypatch.setattr(planner, "plan_inputs", counted)
+    s = wss.load_scenario(SPARSE)
+    first = make_plan(s)
+    again = make_plan(s, fold=False, fold_layers=True)
+    wss.simulate(s)
+    assert derived == [id(s)]  # once for every plan of the scenario
+    fresh = wss.load_scenario(SPARSE)
+    assert make_plan(fresh) == first and make_plan(fresh, fold=False, fold_layers=True) == again
+    assert derived == [id(s), id(fresh)]
+    assert first.ops is not again.ops and first.wafer_samples is not again.wafer_samples  # each plan's own lists
+    first.ops.clear()
+    first.wafer_samples.clear()
+    assert make_plan(s) == make_plan(fresh)
+
+
+def test_only_the_last_planned_scenarios_inputs_are_kept():
+    kept = [wss.load_scenario(SPARSE) for _ in range(INPUTS_KEPT + 1)]
+    for s in kept:
+        make_plan(s)
+    assert id(kept[0]) not in planner._INPUTS
+    assert all(planner._INPUTS[id(s)][0] is s for s in kept[1:])
+    assert len(planner._INPUTS) == INPUTS_KEPT
 
 
 def test_given_profiles_are_never_answered_from_the_kept_choice():

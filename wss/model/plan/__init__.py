@@ -42,6 +42,7 @@ problem before the MemoryX ones.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from wss.model.kernels.cycles import NnzProfile
@@ -126,6 +127,29 @@ def plan_inputs(s: Scenario, profiles: dict[str, NnzProfile] | None) -> PlanInpu
 _CHOICES: dict[int, tuple[weakref.ref[Scenario], tuple[Candidate, PlanChoice]]] = {}
 
 
+#: The inputs derived for the scenarios planned last, by identity: ``wss.plan`` then ``wss.simulate`` (and a
+#: folded run's plans with other folds) derive them two to four times over for one scenario.  The inputs hold
+#: their scenario (the costing prices it), so an entry keeps it alive and its id cannot be reused while kept;
+#: the few kept are the most recently planned, the others let go.  A Scenario is immutable and the inputs are
+#: a function of it alone (without given profiles), so they cannot change.
+_INPUTS: OrderedDict[int, tuple[Scenario, PlanInputs]] = OrderedDict()
+#: How many scenarios' inputs are kept: a run plans one scenario at a time, a study a few side by side.
+INPUTS_KEPT = 8
+
+
+def _inputs(s: Scenario) -> PlanInputs:
+    """:func:`plan_inputs` of ``s`` without given profiles, derived once while ``s`` is among the last planned."""
+    kept = _INPUTS.get(id(s))
+    if kept is not None and kept[0] is s:
+        _INPUTS.move_to_end(id(s))
+        return kept[1]
+    made = plan_inputs(s, None)
+    _INPUTS[id(s)] = (s, made)
+    while len(_INPUTS) > INPUTS_KEPT:
+        _INPUTS.popitem(last=False)
+    return made
+
+
 def _choice(s: Scenario, inp: PlanInputs) -> tuple[Candidate, PlanChoice]:
     """:func:`~wss.model.plan.search.choose` on ``inp`` (the inputs of ``s`` without given profiles), once per
     scenario object."""
@@ -170,8 +194,8 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
     """
     s = scenario
     hw = s.hardware
-    inp = plan_inputs(s, profiles)
-    ops = inp.ops
+    inp = _inputs(s) if profiles is None else plan_inputs(s, profiles)
+    ops = list(inp.ops)  # the plan's own list: the kept inputs are shared by every plan of the scenario
     chosen, choice = _choice(s, inp) if profiles is None else choose(inp.costing, inp.candidates)
     batching = plan_micro_batching(s, chosen, fold)
     placement = inp.placement_for(chosen)
@@ -181,7 +205,7 @@ def make_plan(scenario: Scenario, profiles: dict[str, NnzProfile] | None = None,
         ops=ops,
         kernels=plan_kernels(s, inp.specs, inp.profiles, inp.streams, placement, batching.token_counts),
         kernel_of_op=kernel_of_op(ops),
-        wafer_samples=inp.samples,
+        wafer_samples=list(inp.samples),
         micro_batches=batching.micro_batches,
         simulated_micro_batches=batching.simulated,
         uneven_slots=batching.uneven,
