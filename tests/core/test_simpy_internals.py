@@ -17,6 +17,7 @@ import simpy
 from simpy.core import EmptySchedule, StopSimulation
 from simpy.events import NORMAL, PENDING, URGENT, EventPriority
 from simpy.resources.base import BaseResource
+from simpy.resources.resource import Release, Request
 from simpy.resources.store import StoreGet, StorePut
 
 from wss.model.components.simpy_internals import FastStore, run_until
@@ -82,6 +83,26 @@ def test_store_events_and_resource_queues():
     get = store.get()
     assert isinstance(get, StoreGet) and (get.env, get.resource, get.proc) == (env, store, None)
     assert get.callbacks == [store._trigger_put] and get._value == "a"
+
+
+def test_resource_requests_and_releases():
+    """What FastResource does inline: a request granted at once or queued, a release that succeeds at once and
+    lets the first queued request in when it runs (SimPy's Resource stops at the first put it tries)."""
+    env = simpy.Environment()
+    wire = simpy.Resource(env, capacity=1)
+    assert _params(Request.__init__) == ["self", "resource"] and _params(Release.__init__) == ["self", "resource",
+                                                                                                 "request"]
+    first, second = wire.request(), wire.request()
+    assert (first.env, first.resource, first.proc, first.usage_since) == (env, wire, None, 0)
+    assert first.callbacks == [wire._trigger_get] and first._ok and wire.users == [first]
+    assert second._value is PENDING and wire.put_queue == [second]
+    assert wire._do_put(second) is None
+    release = wire.release(first)
+    assert isinstance(release, Release) and (release.request, release.resource, release.proc) == (first, wire, None)
+    assert release.callbacks == [wire._trigger_put] and release._ok and wire.users == [] and wire.get_queue == []
+    assert wire.put_queue == [second]  # until the release runs
+    env.step(), env.step()
+    assert wire.users == [second] and second._ok and wire.put_queue == []
 
 
 def test_stop_simulation_and_empty_schedule():

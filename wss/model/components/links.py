@@ -24,7 +24,7 @@ import simpy
 
 from wss.model.components.part import Held, Process, Reading, Track
 from wss.model.components.shared_bandwidth import SharedBandwidth
-from wss.model.components.simpy_internals import FastStore
+from wss.model.components.simpy_internals import FastResource, FastStore
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
 
 __all__ = ["ByteStore", "Chunk", "Inlet", "Link"]
@@ -165,7 +165,7 @@ class Link:
     def share_wire(self, other: Link) -> None:
         """Make this link and ``other`` two channels of one wire: they take turns serialising, in the
         order they ask, and neither blocks the other while it waits for room downstream."""
-        wire = self.wire or other.wire or simpy.Resource(self.env, capacity=1)
+        wire = self.wire or other.wire or FastResource(self.env, capacity=1)
         self.wire = other.wire = wire
 
     def route(self, kind: str, out: Inlet | None) -> None:
