@@ -1,6 +1,6 @@
-"""Every piece of SimPy's private internals that wss uses, in one module: three fast paths.
+"""Every piece of SimPy's private internals that wss uses, in one module: four fast paths.
 
-A wss run is dominated by SimPy events, most of them puts and gets on link buffers.  Three fast paths
+A wss run is dominated by SimPy events, most of them puts and gets on link buffers.  Four fast paths
 reach past SimPy's public API to save its generic machinery there:
 
 * :class:`FastStore`, a :class:`simpy.Store` whose ``put`` and ``get`` do the common case inline:
@@ -11,6 +11,8 @@ reach past SimPy's public API to save its generic machinery there:
 * :class:`FastResource`, a :class:`simpy.Resource` whose ``request`` and ``release`` do the common case
   inline (a wire two channels share, the flash channel): the ``Request`` and ``Release`` events, the users
   and the moments they are scheduled are SimPy's.
+* :func:`fast_timeout`, a :class:`simpy.events.Timeout` made and scheduled inline (``Environment.timeout`` of
+  :mod:`wss.model.sim.engine`).
 * :func:`run_until`, :meth:`simpy.Environment.run` with an event to run until, its
   :meth:`~simpy.Environment.step` inlined in one loop with the queue and the pop bound to locals.
   Events are processed in the same order (the same heap keyed by time, priority and the order they
@@ -30,6 +32,8 @@ must pass tests/core/test_simpy_internals.py, which pins each item, before the p
 * ``StorePut``/``StoreGet`` events with ``env``, ``resource``, ``proc`` (and ``item``); a resource's
   ``_env``, ``put_queue``, ``get_queue``, ``_trigger_put`` and ``_trigger_get``, which stop at the first event
   whose ``_do_put``/``_do_get`` returns nothing (``Store``'s and ``Resource``'s do);
+* ``Timeout`` events with ``env``, ``callbacks``, ``_value``, ``_delay`` and ``_ok``, scheduled at ``NORMAL``
+  priority;
 * ``Request``/``Release`` events with ``resource``, ``proc``, ``usage_since`` (and ``request``); a
   ``Resource``'s ``users`` and ``capacity``;
 * ``simpy.core.StopSimulation`` (and its ``callback``), ``EmptySchedule``, and the words of the
@@ -47,11 +51,11 @@ from typing import Any, NoReturn
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, PENDING, EventPriority
+from simpy.events import NORMAL, PENDING, EventPriority, Timeout
 from simpy.resources.resource import Release, Request
 from simpy.resources.store import StoreGet, StorePut
 
-__all__ = ["FastResource", "FastStore", "run_until", "event_count"]
+__all__ = ["FastResource", "FastStore", "fast_timeout", "run_until", "event_count"]
 
 
 class FastStore(simpy.Store):
@@ -199,6 +203,18 @@ class FastResource(simpy.Resource):
             event._ok, event._value = True, None
             heappush(env._queue, (env._now, NORMAL, next(env._eid), event))
             queue.pop(0)
+
+
+def fast_timeout(env: simpy.Environment, delay: float, value: Any = None) -> Timeout:
+    """``env.timeout(delay, value)`` as :class:`simpy.events.Timeout` makes it, without the call through its
+    ``BoundClass`` and ``env.schedule``: the same event, scheduled at the same moment (a wafer's compute, a link's
+    serialisation: a timeout is most of a run's events)."""
+    if delay < 0:
+        raise ValueError(f"Negative delay {delay}")
+    event = Timeout.__new__(Timeout)
+    event.env, event.callbacks, event._value, event._delay, event._ok = env, [], value, delay, True
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), event))  # env.schedule(event, NORMAL, delay)
+    return event
 
 
 def run_until(env: simpy.Environment, until: simpy.Event) -> Any:
