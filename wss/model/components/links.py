@@ -175,8 +175,38 @@ class Link:
 
     def run(self) -> Generator[simpy.Event, Any, None]:
         """Process: forward chunks for ever."""
-        env, out = self.env, self.out
-        assert out is not None, f"{self.name} is not connected"
+        assert self.out is not None, f"{self.name} is not connected"
+        if self.wire is None and self.shared is None and not self.routes:
+            yield from self._run_plain(self.out)
+        else:
+            yield from self._run_any(self.out)
+
+    def _run_plain(self, out: Inlet) -> Generator[simpy.Event, Any, None]:
+        """:meth:`_run_any` for a link with a wire of its own, its own bandwidth and one destination (every SwarmX
+        edge): the same events, with less to decide per chunk."""
+        env, items = self.env, self.inbox.items
+        get, timeout, bandwidth, latency = self.inbox.get, env.timeout, self.bandwidth_Bps, self.latency_s
+        while True:
+            chunk = yield get()
+            if self.occupancy is not None:
+                self.occupancy.append((env.now, len(items)))
+            moved = chunk.bytes
+            dt = moved / bandwidth
+            # Wait out the flight of the previous hop and serialise in one event.
+            flight = chunk.ready_at - env.now
+            yield timeout((flight if flight > 0.0 else 0.0) + dt)
+            now = env.now
+            self.busy_s += dt
+            self.bytes += moved
+            if self.spans is not None:
+                self.spans.append((now - dt, now, chunk.pass_index, moved))
+            self.chunks += 1
+            chunk.ready_at = now + latency
+            yield out.put(chunk)
+
+    def _run_any(self, out: Inlet) -> Generator[simpy.Event, Any, None]:
+        """Forward chunks for ever, over a wire shared with another channel, ports shared fairly or routes by kind."""
+        env = self.env
         get, timeout, bandwidth, latency = self.inbox.get, env.timeout, self.bandwidth_Bps, self.latency_s
         while True:
             chunk = yield get()

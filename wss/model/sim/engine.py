@@ -32,6 +32,6 @@ class Environment(simpy.Environment):
             return super().run(until)
         return run_until(self, until)
 
-    def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
-        """As :meth:`simpy.Environment.timeout`: the same event, made and scheduled inline."""
-        return fast_timeout(self, delay, value)
+    #: As :meth:`simpy.Environment.timeout`: the same event, made and scheduled inline (bound as a method, with no
+    #: call in between).
+    timeout = fast_timeout  # type: ignore[assignment]
