@@ -174,12 +174,11 @@ class Link:
         self.routes[kind] = out
 
     def run(self) -> Generator[simpy.Event, Any, None]:
-        """Process: forward chunks for ever."""
+        """Process: forward chunks for ever (the loop for how it is wired, chosen as it starts: wire it first)."""
         assert self.out is not None, f"{self.name} is not connected"
         if self.wire is None and self.shared is None and not self.routes:
-            yield from self._run_plain(self.out)
-        else:
-            yield from self._run_any(self.out)
+            return self._run_plain(self.out)
+        return self._run_any(self.out)
 
     def _run_plain(self, out: Inlet) -> Generator[simpy.Event, Any, None]:
         """:meth:`_run_any` for a link with a wire of its own, its own bandwidth and one destination (every SwarmX
