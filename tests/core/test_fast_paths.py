@@ -1,6 +1,7 @@
 """The simulator's fast paths change nothing: the same events in the same order, the same Result to the bit.
 
-``wss.model.sim.engine.Environment`` runs SimPy's event loop in one function, and ``ByteStore.put``/``get`` do
+``wss.model.sim.engine.Environment`` runs SimPy's event loop in one function, ``ByteStore.put``/``get`` (and their
+stores' triggers) and ``FastResource.request``/``release`` do
 SimPy's common case inline.  Each is checked here against plain SimPy on runs that exercise what they
 touch: full buffers (puts that wait, so the queued path and the inline one interleave), a wire shared by
 two channels (activation offload), flash staging, and several steps.
@@ -10,9 +11,11 @@ from __future__ import annotations
 
 import simpy
 from core_helpers import SCENARIOS, dense_model, scenario_dict
+from simpy.resources.base import BaseResource
 
 import wss
 from wss.model.components.links import ByteStore
+from wss.model.components.simpy_internals import FastResource, FastStore
 from wss.model.sim import cluster as cluster_module
 from wss.model.sim.engine import Environment
 
@@ -24,6 +27,10 @@ CASES = [
                           training={"micro_batch": 1}, hardware=SMALL_BUFFERS),
     lambda: scenario_dict(model=dense_model(2048, 2048, 2048, 2048), steps=2, hardware={
         "memoryx": {"shards": 1, "dram_capacity_bytes": 4e7, "flash_capacity_bytes": 1e9}}),
+    # Unfolded: uneven shards and a straggler under a tree of real nodes (broadcasts, reductions, full buffers).
+    lambda: scenario_dict(model=dense_model(256, 512, 512, 10), global_batch=11, steps=2,
+                          training={"micro_batch": 1}, hardware={**SMALL_BUFFERS, "wafers": 5},
+                          faults={"stragglers": [{"wafer": 3, "slowdown": 1.3}]}),
 ]
 
 
@@ -35,6 +42,11 @@ def _plain_simpy(monkeypatch) -> None:
     monkeypatch.setattr(cluster_module, "Environment", simpy.Environment)
     monkeypatch.setattr(ByteStore, "put", simpy.Store.__dict__["put"])
     monkeypatch.setattr(ByteStore, "get", simpy.Store.__dict__["get"])
+    for name in ("_trigger_put", "_trigger_get"):
+        monkeypatch.setattr(FastStore, name, BaseResource.__dict__[name])
+    for name in ("request", "release"):
+        monkeypatch.setattr(FastResource, name, simpy.Resource.__dict__[name])
+    monkeypatch.setattr(FastResource, "_trigger_put", BaseResource.__dict__["_trigger_put"])
 
 
 def test_results_are_those_of_plain_simpy_to_the_bit(monkeypatch):

@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
-from simpy.events import NORMAL, PENDING, URGENT, EventPriority
+from simpy.events import NORMAL, PENDING, URGENT, EventPriority, Timeout
 from simpy.resources.base import BaseResource
+from simpy.resources.resource import Release, Request
 from simpy.resources.store import StoreGet, StorePut
 
-from wss.model.components.simpy_internals import FastStore, run_until
+from wss.model.components.simpy_internals import FastStore, fast_timeout, run_until
+from wss.model.sim.engine import Environment
 
 
 def _params(func: Callable[..., Any]) -> list[str]:
@@ -82,6 +84,42 @@ def test_store_events_and_resource_queues():
     get = store.get()
     assert isinstance(get, StoreGet) and (get.env, get.resource, get.proc) == (env, store, None)
     assert get.callbacks == [store._trigger_put] and get._value == "a"
+
+
+def test_resource_requests_and_releases():
+    """What FastResource does inline: a request granted at once or queued, a release that succeeds at once and
+    lets the first queued request in when it runs (SimPy's Resource stops at the first put it tries)."""
+    env = simpy.Environment()
+    wire = simpy.Resource(env, capacity=1)
+    assert _params(Request.__init__) == ["self", "resource"] and _params(Release.__init__) == ["self", "resource",
+                                                                                                 "request"]
+    first, second = wire.request(), wire.request()
+    assert (first.env, first.resource, first.proc, first.usage_since) == (env, wire, None, 0)
+    assert first.callbacks == [wire._trigger_get] and first._ok and wire.users == [first]
+    assert second._value is PENDING and wire.put_queue == [second]
+    assert wire._do_put(second) is None
+    release = wire.release(first)
+    assert isinstance(release, Release) and (release.request, release.resource, release.proc) == (first, wire, None)
+    assert release.callbacks == [wire._trigger_put] and release._ok and wire.users == [] and wire.get_queue == []
+    assert wire.put_queue == [second]  # until the release runs
+    env.step(), env.step()
+    assert wire.users == [second] and second._ok and wire.put_queue == []
+
+
+def test_timeouts_made_inline_are_simpys():
+    """fast_timeout makes the Timeout SimPy makes, queued with the same key; a negative delay is refused."""
+    plain, fast = simpy.Environment(), simpy.Environment()
+    for env in (plain, fast):
+        env.timeout(1.0)
+        env.run(until=0.5)
+    a, b = plain.timeout(2.5, "v"), fast_timeout(fast, 2.5, "v")
+    assert type(a) is type(b) is Timeout
+    assert vars(a).keys() == vars(b).keys() and (b.env, b.callbacks, b._value, b._delay, b._ok) == (fast, [], "v", 2.5,
+                                                                                                  True)
+    assert [entry[:3] for entry in plain._queue] == [entry[:3] for entry in fast._queue]
+    with pytest.raises(ValueError, match="Negative delay"):
+        fast_timeout(fast, -1.0)
+    assert isinstance(Environment().timeout(1.0), Timeout)
 
 
 def test_stop_simulation_and_empty_schedule():

@@ -46,6 +46,7 @@ from wss.model.components.part import (
     waits_of,
 )
 from wss.model.components.shared_bandwidth import SharedBandwidth
+from wss.model.components.simpy_internals import FastResource
 from wss.model.components.swarmx import SwarmX, SwarmXSettings
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
 from wss.model.folding.fold import analyse
@@ -436,7 +437,7 @@ def build_memoryx(
     env: simpy.Environment, plan: Plan, program: list[Pass]
 ) -> tuple[MemoryX, OptimizerCoprocessor, simpy.Resource]:
     """MemoryX (its shards folded), its optimizer coprocessor, and the DRAM and flash channel they share."""
-    flash_channel = simpy.Resource(env, capacity=1)  # prefetch and flash-resident updates share it
+    flash_channel = FastResource(env, capacity=1)  # prefetch and flash-resident updates share it
     dram = SharedDram(env, memoryx_rates(plan.scenario).dram_Bps)  # the stream, intake, staging, optimizer share it
     optimizer = OptimizerCoprocessor(env, optimizer_settings(plan), flash_channel, dram)
     memoryx = MemoryX(env, memoryx_settings(plan), program, optimizer, flash_channel, dram)
