@@ -65,6 +65,14 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
         return run(p)
     except LayerFoldMismatch as exc:
         first = exc
+    failed, led = first, _led_longer(p, first)
+    while led is not None:
+        log.info("%s: blocks do not repeat (%s): simulating %d blocks at the start of each run of identical ones",
+                 s.name, failed, max(r.head for r in led.layer_runs))
+        try:
+            return run(led)
+        except LayerFoldMismatch as exc:
+            failed, led = exc, _led_longer(led, exc)
     # A fold that failed in an uneven slot goes to the rungs below as it did: there a smaller shard starts every
     # block earlier than the last by the same amount until the buffers stop it, for longer than a longer stretch
     # may settle (GPT-3 175B on 63 wafers: through all 96 blocks both ways; docs/unfolded.md, "Why the uneven
@@ -96,6 +104,24 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
     if not p.layer_runs or (fold_decision(s)[0] and not exc.settled_late):
         return None
     runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
+                 for r in p.layer_runs)
+    return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _led_longer(p: Plan, exc: LayerFoldMismatch) -> Plan | None:
+    """The plan with twice as many blocks simulated at the start of each run of identical ones (its ``lead``),
+    where that still leaves at least half the run to fold, after its forward blocks failed to repeat in a step
+    after the first (``exc``); None otherwise.
+
+    With global-norm clipping a step's updates start only after its last gradient, so they run into the next
+    step's first forward pass: each block of it streams while the optimizer's backlog drains, and the blocks
+    repeat only once it has (GPT-3 175B: about 25 blocks in).  The end of the run, which the backlog never
+    reaches, keeps its stretch.  Each try that fails stops at its first failed check, in step 1, and doubling
+    keeps the tries few while a run that drains early is not simulated much further than it must."""
+    if not p.layer_runs or exc.direction != "forward" or not exc.step or exc.micro_batch is None \
+            or exc.micro_batch in p.uneven_slots:
+        return None
+    runs = tuple(replace(r, lead=2 * r.head - r.settle) if 2 * r.head <= (r.hi - r.lo + 1) / 2 else r
                  for r in p.layer_runs)
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
 
