@@ -58,35 +58,31 @@ def run_folded(s: Scenario, profiles: Any, p: Plan, run: Callable[[Plan], R]) ->
 
 
 def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
-    """Run the plan; if its blocks do not repeat in a cluster of wafers simulated apart, again with more blocks
-    simulated at each end of each run (:func:`_settled_longer`), as long as that may fold; then the rungs of
-    :func:`_run_layers_folded`, from the plan as it was."""
+    """Run the plan; if its blocks do not repeat, again with a longer stretch simulated: at the start of each run
+    where a later step's forward passes repeat only once the update backlog drains (:func:`_led_longer`), at each
+    end in a cluster of wafers simulated apart (:func:`_settled_longer`), as long as that may fold; then the rungs
+    of :func:`_run_layers_folded`, from the plan as it was."""
     try:
         return run(p)
     except LayerFoldMismatch as exc:
         first = exc
-    failed, led = first, _led_longer(p, first)
-    while led is not None:
-        log.info("%s: blocks do not repeat (%s): simulating %d blocks at the start of each run of identical ones",
-                 s.name, failed, max(r.head for r in led.layer_runs))
-        try:
-            return run(led)
-        except LayerFoldMismatch as exc:
-            failed, led = exc, _led_longer(led, exc)
     # A fold that failed in an uneven slot goes to the rungs below as it did: there a smaller shard starts every
     # block earlier than the last by the same amount until the buffers stop it, for longer than a longer stretch
     # may settle (GPT-3 175B on 63 wafers: through all 96 blocks both ways; docs/unfolded.md, "Why the uneven
     # slots simulate every block"), so trying would only cost runs.  A wait reaching across copies (no
     # micro-batch) does not settle either.
-    longer = _settled_longer(s, p, first) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
-        else None
+    longer = _led_longer(p, first)
+    if longer is None and first.micro_batch is not None and first.micro_batch not in p.uneven_slots:
+        longer = _settled_longer(s, p, first)
+    failed = first
     while longer is not None:
-        log.info("%s: blocks do not repeat (%s): simulating %d blocks at each end of each run of identical ones",
-                 s.name, first, max(r.settle for r in longer.layer_runs))
+        log.info("%s: blocks do not repeat (%s): simulating %d blocks at the start and %d at the end of each run of "
+                 "identical ones", s.name, failed, max(r.head for r in longer.layer_runs),
+                 max(r.settle for r in longer.layer_runs))
         try:
             return run(longer)
         except LayerFoldMismatch as exc:
-            longer = _settled_longer(s, longer, exc)
+            failed, longer = exc, _led_longer(longer, exc) or _settled_longer(s, longer, exc)
     return _fold_fewer_layers(s, p, run, first)
 
 
