@@ -20,6 +20,9 @@ then two *fold points* per run:
 Four blocks at each end is the run's ``settle`` (:class:`~wss.model.plan.layer_runs.BlockRun`) at first; where
 wafers that differ (a straggler) take longer to fill the buffers between them, the ladder simulates more
 (:mod:`wss.model.folding.ladder`), and the two compared blocks are then the last two of the longer stretch.
+Where a later step's forward passes start behind the previous step's update backlog, the ladder simulates more
+blocks at the low end only (the run's ``lead``): the forward fold then compares the last two of the ``head``
+blocks there, and the backward fold's copies end before that head.
 
 The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.folding.fold`):
 at the starts of the two compared blocks and of the block after the copies,
