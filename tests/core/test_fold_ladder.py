@@ -149,3 +149,18 @@ def test_a_later_steps_forward_passes_start_longer():
         tried, run = _failing(1, other)
         run_folded(s, None, p, run)
         assert [q.layer_runs for q in tried] == [p.layer_runs, ()]
+
+
+def test_a_drain_measured_by_the_failed_check_is_tried_at_once():
+    """Where the failed check saw queued counts fall (GPT-3 175B: 343 jobs, then 329, so 24 more blocks to empty),
+    the next start reaches two blocks past that guess (4 + 24 + 2 = 30 blocks), not merely twice as far; a guess
+    shorter than doubling doubles."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["training.steps=2"])
+    p = make_plan(s, fold_layers=True)
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=24))
+    assert run_folded(s, None, p, run).layer_runs == (BlockRun(0, 95, settle=4, lead=26),)
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=1))
+    assert run_folded(s, None, p, run).layer_runs[0].head == 8
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=60))
+    run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, ()], "a guess past half the run is not tried"

@@ -3,11 +3,13 @@
 Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
 :mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
 
-0. where a forward fold fails in a step after the first, blocks are simulated at the start of each run of
-   identical ones twice as far, and again, while that simulates at most half the run (:func:`_led_longer`; the
-   end keeps its stretch): with global-norm clipping a step's updates start only after its last gradient and
-   run into the next step's first forward pass, whose blocks repeat only once that backlog has drained
-   (GPT-3 175B on 192 wafers: about 25 blocks in; it folds with 32 simulated at the start);
+0. where a forward fold fails in a step after the first, more blocks are simulated at the start of each run of
+   identical ones (:func:`_led_longer`; the end keeps its stretch), while that simulates at most half the run:
+   two past where the failed check's falling queued counts would empty at the pace they fell, or twice as many
+   where that guess is shorter or missing, and again.  With global-norm clipping a step's updates start only
+   after its last gradient and run into the next step's first forward pass, whose blocks repeat only once that
+   backlog has drained (GPT-3 175B on 192 wafers: 343 jobs queued, then 329, so about 24 blocks more; it folds
+   with 30 simulated at the start);
 1. in a cluster of wafers simulated apart (a straggler, a slow edge), blocks that do not repeat outside the
    uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
    most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
@@ -110,21 +112,28 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
 
 
 def _led_longer(p: Plan, exc: LayerFoldMismatch) -> Plan | None:
-    """The plan with twice as many blocks simulated at the start of each run of identical ones (its ``lead``),
-    where that still leaves at least half the run to fold, after its forward blocks failed to repeat in a step
-    after the first (``exc``); None otherwise.
+    """The plan with more blocks simulated at the start of each run of identical ones (its ``lead``; how many:
+    :func:`_led`), where that still leaves at least half the run to fold, after its forward blocks failed to
+    repeat in a step after the first (``exc``); None otherwise.
 
     With global-norm clipping a step's updates start only after its last gradient, so they run into the next
     step's first forward pass: each block of it streams while the optimizer's backlog drains, and the blocks
     repeat only once it has (GPT-3 175B: about 25 blocks in).  The end of the run, which the backlog never
-    reaches, keeps its stretch.  Each try that fails stops at its first failed check, in step 1, and doubling
-    keeps the tries few while a run that drains early is not simulated much further than it must."""
+    reaches, keeps its stretch.  Each try that fails stops at its first failed check, in step 1; the guess from
+    the failed check's queues, or else doubling, keeps the tries few.  The check alone decides whether it folds."""
     if not p.layer_runs or exc.direction != "forward" or not exc.step or exc.micro_batch is None \
             or exc.micro_batch in p.uneven_slots:
         return None
-    runs = tuple(replace(r, lead=2 * r.head - r.settle) if 2 * r.head <= (r.hi - r.lo + 1) / 2 else r
-                 for r in p.layer_runs)
+    runs = tuple(replace(r, lead=_led(r.head, exc.drains_in) - r.settle)
+                 if _led(r.head, exc.drains_in) <= (r.hi - r.lo + 1) / 2 else r for r in p.layer_runs)
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _led(head: int, drains_in: int | None) -> int:
+    """The next start to try after ``head`` blocks did not repeat: far enough that both compared blocks start after
+    the queues have drained, at the pace the failed check measured (``drains_in`` blocks after the second compared
+    one), and at least twice as far where that guess is short or missing."""
+    return max(2 * head, head + drains_in + 2) if drains_in is not None else 2 * head
 
 
 def _longer(settle: int) -> int:

@@ -97,14 +97,17 @@ class LayerFoldMismatch(FoldMismatch):
 
     ``settled_late``: the first compared block started from other queues than the second, while the second's were
     those after the copies: the run settled, one block or more after the stretch simulated to let it settle, rather
-    than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`)."""
+    than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`).
+    ``step``: the step the fold point lay in.  ``drains_in``: where the queues differed, how many blocks after the
+    second compared one its falling queued counts would take to empty at the pace they fell (:func:`_drains_in`),
+    None where none fell."""
 
     def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False,
-                 step: int | None = None):
+                 step: int | None = None, drains_in: int | None = None):
         # All in args: SimPy re-raises a process's exception.
-        super().__init__(message, direction, micro_batch, settled_late, step)
+        super().__init__(message, direction, micro_batch, settled_late, step, drains_in)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
-        self.settled_late, self.step = settled_late, step
+        self.settled_late, self.step, self.drains_in = settled_late, step, drains_in
 
     def __str__(self) -> str:
         return self.message
@@ -200,7 +203,7 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
             late = x is sa and same_state(sb.state, sc.state, p_bc)
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
                                     f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch,
-                                    settled_late=late, step=fp.step)
+                                    settled_late=late, step=fp.step, drains_in=_drains_in(sa, sb))
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
                                 fp.micro_batch, step=fp.step)
@@ -222,6 +225,22 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
                                     fp.micro_batch, step=fp.step)
     spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
     return LayerFold(fp, sc.time, p_bc, deltas, spans)
+
+
+def _drains_in(sa: Snapshot, sb: Snapshot) -> int | None:
+    """Blocks after the second compared one (``sb``) that the counts of things queued (the entries compared
+    exactly, whole numbers: jobs or chunks waiting) would take to empty at the pace they fell from the first
+    (``sa``): the most over the counts that fell; None where none did.  A guess the ladder tries, not an answer:
+    the check decides."""
+    most = None
+    for name, hb in sb.state.items():
+        ha = sa.state.get(name)
+        if ha is None or hb.tolerance != "exact" or not all(
+                isinstance(h.value, int) and not isinstance(h.value, bool) for h in (ha, hb)):
+            continue
+        if ha.value > hb.value > 0:
+            most = max(most or 0, -(-hb.value // (ha.value - hb.value)))
+    return most
 
 
 #: One wafer's copies at each fold point: where they go on its own simulated axis (its start of pass ``c``) and
