@@ -125,3 +125,42 @@ def test_a_failure_on_the_last_rung_is_raised():
     with pytest.raises(FoldMismatch):
         run_folded(s, None, make_plan(s), run)
     assert tried[-1].fold_copies == 0
+
+
+def test_a_later_steps_forward_passes_start_longer():
+    """With clipped updates a step's first forward pass starts behind the previous step's update backlog, and its
+    blocks repeat only once that has drained (issue #23): a forward fold failing in step 1 is tried again with 8,
+    16 and 32 blocks simulated at the start of each run (at most half of its 96), the end keeping its four, and
+    then the rungs from the plan as it was.  A failure in step 0, or in the backward passes, starts no longer."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["training.steps=2"])
+    p = make_plan(s, fold_layers=True)
+    assert p.layer_runs == (BlockRun(0, 95),) and p.simulated_steps == 2
+    draining = LayerFoldMismatch("queues differ", "forward", 0, step=1)
+    tried, run = _failing(2, draining)
+    answer = run_folded(s, None, p, run)
+    assert [(q.layer_runs[0].head, q.layer_runs[0].settle) for q in tried] == [(4, 4), (8, 4), (16, 4)]
+    assert answer.layer_runs == (BlockRun(0, 95, settle=4, lead=12),)
+    assert list(answer.layer_runs[0].dropped) == list(range(16, 92)) and answer.layer_runs[0].copies == 76
+    tried, run = _failing(4, draining)
+    run_folded(s, None, p, run)
+    assert [q.layer_runs[0].head for q in tried[:4]] == [4, 8, 16, 32] and tried[4].layer_runs == ()
+    for other in (LayerFoldMismatch("blocks differ", "forward", 0, step=0),
+                  LayerFoldMismatch("blocks differ", "backward", 0, step=1)):
+        tried, run = _failing(1, other)
+        run_folded(s, None, p, run)
+        assert [q.layer_runs for q in tried] == [p.layer_runs, ()]
+
+
+def test_a_drain_measured_by_the_failed_check_is_tried_at_once():
+    """Where the failed check saw queued counts fall (GPT-3 175B: 343 jobs, then 329, so 24 more blocks to empty),
+    the next start reaches two blocks past that guess (4 + 24 + 2 = 30 blocks), not merely twice as far; a guess
+    shorter than doubling doubles."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", ["training.steps=2"])
+    p = make_plan(s, fold_layers=True)
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=24))
+    assert run_folded(s, None, p, run).layer_runs == (BlockRun(0, 95, settle=4, lead=26),)
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=1))
+    assert run_folded(s, None, p, run).layer_runs[0].head == 8
+    tried, run = _failing(1, LayerFoldMismatch("queues differ", "forward", 0, step=1, drains_in=60))
+    run_folded(s, None, p, run)
+    assert [q.layer_runs for q in tried] == [p.layer_runs, ()], "a guess past half the run is not tried"

@@ -3,6 +3,13 @@
 Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.model.folding.step_fold`,
 :mod:`~wss.model.folding.layer_fold`).  When a check fails the run is simulated again, folded less:
 
+0. where a forward fold fails in a step after the first, more blocks are simulated at the start of each run of
+   identical ones (:func:`_led_longer`; the end keeps its stretch), while that simulates at most half the run:
+   two past where the failed check's falling queued counts would empty at the pace they fell, or twice as many
+   where that guess is shorter or missing, and again.  With global-norm clipping a step's updates start only
+   after its last gradient and run into the next step's first forward pass, whose blocks repeat only once that
+   backlog has drained (GPT-3 175B on 192 wafers: 343 jobs queued, then 329, so about 24 blocks more; it folds
+   with 30 simulated at the start);
 1. in a cluster of wafers simulated apart (a straggler, a slow edge), blocks that do not repeat outside the
    uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
    most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
@@ -21,7 +28,7 @@ Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.m
 5. then steps unfold (micro-batches still fold);
 6. then nothing folds.
 
-Each rung after the first starts again from the plan with four blocks at each end.
+Each rung after the first two starts again from the plan with four blocks at each end.
 
 The ladder knows plans and runs, not parts: ``run`` simulates a plan and returns whatever the caller's cluster
 is, so the simulator's entry point reads plan, run, measure.
@@ -58,9 +65,10 @@ def run_folded(s: Scenario, profiles: Any, p: Plan, run: Callable[[Plan], R]) ->
 
 
 def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
-    """Run the plan; if its blocks do not repeat in a cluster of wafers simulated apart, again with more blocks
-    simulated at each end of each run (:func:`_settled_longer`), as long as that may fold; then the rungs of
-    :func:`_run_layers_folded`, from the plan as it was."""
+    """Run the plan; if its blocks do not repeat, again with a longer stretch simulated: at the start of each run
+    where a later step's forward passes repeat only once the update backlog drains (:func:`_led_longer`), at each
+    end in a cluster of wafers simulated apart (:func:`_settled_longer`), as long as that may fold; then the rungs
+    of :func:`_run_layers_folded`, from the plan as it was."""
     try:
         return run(p)
     except LayerFoldMismatch as exc:
@@ -70,15 +78,18 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
     # may settle (GPT-3 175B on 63 wafers: through all 96 blocks both ways; docs/unfolded.md, "Why the uneven
     # slots simulate every block"), so trying would only cost runs.  A wait reaching across copies (no
     # micro-batch) does not settle either.
-    longer = _settled_longer(s, p, first) if first.micro_batch is not None and first.micro_batch not in p.uneven_slots \
-        else None
+    longer = _led_longer(p, first)
+    if longer is None and first.micro_batch is not None and first.micro_batch not in p.uneven_slots:
+        longer = _settled_longer(s, p, first)
+    failed = first
     while longer is not None:
-        log.info("%s: blocks do not repeat (%s): simulating %d blocks at each end of each run of identical ones",
-                 s.name, first, max(r.settle for r in longer.layer_runs))
+        log.info("%s: blocks do not repeat (%s): simulating %d blocks at the start and %d at the end of each run of "
+                 "identical ones", s.name, failed, max(r.head for r in longer.layer_runs),
+                 max(r.settle for r in longer.layer_runs))
         try:
             return run(longer)
         except LayerFoldMismatch as exc:
-            longer = _settled_longer(s, longer, exc)
+            failed, longer = exc, _led_longer(longer, exc) or _settled_longer(s, longer, exc)
     return _fold_fewer_layers(s, p, run, first)
 
 
@@ -98,6 +109,31 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
     runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
                  for r in p.layer_runs)
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _led_longer(p: Plan, exc: LayerFoldMismatch) -> Plan | None:
+    """The plan with more blocks simulated at the start of each run of identical ones (its ``lead``; how many:
+    :func:`_led`), where that still leaves at least half the run to fold, after its forward blocks failed to
+    repeat in a step after the first (``exc``); None otherwise.
+
+    With global-norm clipping a step's updates start only after its last gradient, so they run into the next
+    step's first forward pass: each block of it streams while the optimizer's backlog drains, and the blocks
+    repeat only once it has (GPT-3 175B: about 25 blocks in).  The end of the run, which the backlog never
+    reaches, keeps its stretch.  Each try that fails stops at its first failed check, in step 1; the guess from
+    the failed check's queues, or else doubling, keeps the tries few.  The check alone decides whether it folds."""
+    if not p.layer_runs or exc.direction != "forward" or not exc.step or exc.micro_batch is None \
+            or exc.micro_batch in p.uneven_slots:
+        return None
+    runs = tuple(replace(r, lead=_led(r.head, exc.drains_in) - r.settle)
+                 if _led(r.head, exc.drains_in) <= (r.hi - r.lo + 1) / 2 else r for r in p.layer_runs)
+    return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _led(head: int, drains_in: int | None) -> int:
+    """The next start to try after ``head`` blocks did not repeat: far enough that both compared blocks start after
+    the queues have drained, at the pace the failed check measured (``drains_in`` blocks after the second compared
+    one), and at least twice as far where that guess is short or missing."""
+    return max(2 * head, head + drains_in + 2) if drains_in is not None else 2 * head
 
 
 def _longer(settle: int) -> int:

@@ -20,6 +20,9 @@ then two *fold points* per run:
 Four blocks at each end is the run's ``settle`` (:class:`~wss.model.plan.layer_runs.BlockRun`) at first; where
 wafers that differ (a straggler) take longer to fill the buffers between them, the ladder simulates more
 (:mod:`wss.model.folding.ladder`), and the two compared blocks are then the last two of the longer stretch.
+Where a later step's forward passes start behind the previous step's update backlog, the ladder simulates more
+blocks at the low end only (the run's ``lead``): the forward fold then compares the last two of the ``head``
+blocks there, and the backward fold's copies end before that head.
 
 The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.folding.fold`):
 at the starts of the two compared blocks and of the block after the copies,
@@ -94,13 +97,17 @@ class LayerFoldMismatch(FoldMismatch):
 
     ``settled_late``: the first compared block started from other queues than the second, while the second's were
     those after the copies: the run settled, one block or more after the stretch simulated to let it settle, rather
-    than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`)."""
+    than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`).
+    ``step``: the step the fold point lay in.  ``drains_in``: where the queues differed, how many blocks after the
+    second compared one its falling queued counts would take to empty at the pace they fell (:func:`_drains_in`),
+    None where none fell."""
 
-    def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False):
+    def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False,
+                 step: int | None = None, drains_in: int | None = None):
         # All in args: SimPy re-raises a process's exception.
-        super().__init__(message, direction, micro_batch, settled_late)
+        super().__init__(message, direction, micro_batch, settled_late, step, drains_in)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
-        self.settled_late = settled_late
+        self.settled_late, self.step, self.drains_in = settled_late, step, drains_in
 
     def __str__(self) -> str:
         return self.message
@@ -121,9 +128,9 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
     points = []
     for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program if p.micro_batch not in unfolded):
         for r in runs:
-            k = r.settle
-            fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + k - 2, r.lo + k - 1, r.hi - k + 1)]
-            bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + k - 1)]
+            h, k = r.head, r.settle
+            fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + h - 2, r.lo + h - 1, r.hi - k + 1)]
+            bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + h - 1)]
             if "forward" in directions:
                 points.append(FoldPoint(step, mb, "forward", fw[0], fw[1], fw[2], r.copies))
             if "backward" in directions:
@@ -196,10 +203,10 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
             late = x is sa and same_state(sb.state, sc.state, p_bc)
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
                                     f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch,
-                                    settled_late=late)
+                                    settled_late=late, step=fp.step, drains_in=_drains_in(sa, sb))
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
-                                fp.micro_batch)
+                                fp.micro_batch, step=fp.step)
     deltas = {}
     for key, end in sc.counters.items():
         if key.startswith("inputs"):  # input data arrives once per micro-batch, on its own schedule
@@ -207,7 +214,7 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
         d1, d2 = sb.counters[key] - sa.counters[key], end - sb.counters[key]
         if not close(d1, d2) and max(abs(d1), abs(d2)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: {key} grew by {d1!r} in one block but {d2!r} in the next",
-                                    fp.direction, fp.micro_batch)
+                                    fp.direction, fp.micro_batch, step=fp.step)
         deltas[key] = d2
     first, second = timeline[sa.timeline_len:sb.timeline_len], timeline[sb.timeline_len:sc.timeline_len]
     c1, c2 = seconds_by_cause(first), seconds_by_cause(second)
@@ -215,9 +222,25 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
         if abs(c1.get(cause, 0.0) - c2.get(cause, 0.0)) > REL_TOL * max(p_bc, 1e-300):
             raise LayerFoldMismatch(f"{where}: the wafer spent {c1.get(cause, 0.0)!r} s on {cause} in one "
                                     f"block but {c2.get(cause, 0.0)!r} s in the next", fp.direction,
-                                    fp.micro_batch)
+                                    fp.micro_batch, step=fp.step)
     spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
     return LayerFold(fp, sc.time, p_bc, deltas, spans)
+
+
+def _drains_in(sa: Snapshot, sb: Snapshot) -> int | None:
+    """Blocks after the second compared one (``sb``) that the counts of things queued (the entries compared
+    exactly, whole numbers: jobs or chunks waiting) would take to empty at the pace they fell from the first
+    (``sa``): the most over the counts that fell; None where none did.  A guess the ladder tries, not an answer:
+    the check decides."""
+    most = None
+    for name, hb in sb.state.items():
+        ha = sa.state.get(name)
+        if ha is None or hb.tolerance != "exact" or not all(
+                isinstance(h.value, int) and not isinstance(h.value, bool) for h in (ha, hb)):
+            continue
+        if ha.value > hb.value > 0:
+            most = max(most or 0, -(-hb.value // (ha.value - hb.value)))
+    return most
 
 
 #: One wafer's copies at each fold point: where they go on its own simulated axis (its start of pass ``c``) and

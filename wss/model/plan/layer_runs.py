@@ -23,20 +23,30 @@ class BlockRun:
     """Consecutive identical blocks ``lo .. hi`` (inclusive) long enough to fold, of which ``settle`` are simulated
     at each end: the first ``settle - 2`` of them let the run settle, the next two are compared
     (:mod:`wss.model.folding.layer_fold`).  :data:`FOLDED_PREFIX` at first; more where wafers that differ fill the
-    buffers between them over more blocks than that (:mod:`wss.model.folding.ladder`)."""
+    buffers between them over more blocks than that (:mod:`wss.model.folding.ladder`).
+
+    ``lead`` more blocks are simulated at the low end (where the forward passes start), the last two of them
+    compared there: none at first; more where a later step's forward passes start behind the previous step's
+    update backlog and repeat only once it has drained (:mod:`wss.model.folding.ladder`)."""
 
     lo: int
     hi: int
     settle: int = FOLDED_PREFIX
+    lead: int = 0
+
+    @property
+    def head(self) -> int:
+        """Blocks simulated at the low end: ``settle`` and the ``lead``."""
+        return self.settle + self.lead
 
     @property
     def copies(self) -> int:
         """Blocks of the run that are not simulated (the copies of each fold point)."""
-        return self.hi - self.lo + 1 - 2 * self.settle
+        return self.hi - self.lo + 1 - self.settle - self.head
 
     @property
     def dropped(self) -> range:
-        return range(self.lo + self.settle, self.hi - self.settle + 1)
+        return range(self.lo + self.head, self.hi - self.settle + 1)
 
 
 def block_runs(plan: Plan) -> tuple[BlockRun, ...]:
