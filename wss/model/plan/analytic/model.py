@@ -57,6 +57,7 @@ class StepModel:
                          clipped=scenario.training.gradient_clipping == "global_norm")
         self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
         self._send_waits: dict[int, float] = {}
+        self._block_inputs: dict[int, float] | None = None
         wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
         self._op_flops = np.zeros(len(self.ops))
         self._op_backward = np.zeros(len(self.ops))
@@ -100,8 +101,11 @@ class StepModel:
         return self._schedules[key]
 
     def block_inputs(self) -> dict[int, float]:
-        """With activation offload: the op starting each block -> its input's bytes per token."""
-        return offloaded_block_inputs(self.scenario, self.ops)
+        """With activation offload: the op starting each block -> its input's bytes per token (worked out once per
+        model: every candidate's sends and returns read it)."""
+        if self._block_inputs is None:
+            self._block_inputs = offloaded_block_inputs(self.scenario, self.ops)
+        return self._block_inputs
 
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
