@@ -64,9 +64,11 @@ def test_the_answer_is_exhaustive_simulations(case):
         df = wss.size(SCENARIO, TOKENS, days=deadline, max_wafers=TOP, overrides=CASES[case])
         assert df.attrs["recommended"] == expected, (case, deadline)
         assert df.attrs["reachable"] is (expected is not None)
-        if expected is not None:  # the recommended row is simulated, with the simulation's figures
+        if expected is not None:  # the recommended row is simulated, with the simulation's figures (a count the
+            # batch does not divide with the busiest wafer for all: the wafers-apart step to rounding)
             row = df.set_index("wafers").loc[expected]
-            assert row["how"] == "simulated" and row["tokens_per_s"] == sims[expected].tokens_per_s
+            assert row["how"] == "simulated"
+            assert row["tokens_per_s"] == pytest.approx(sims[expected].tokens_per_s, rel=1e-12)
 
 
 def test_a_throughput_target_is_exhaustive_simulations_too():
@@ -146,3 +148,36 @@ def test_the_progress_bar_is_drawn_on_a_terminal_only(stream, drawn, monkeypatch
     assert warnings and all(line.startswith("wss: WARNING: ") for line in warnings)
     if not drawn:
         assert "%|" not in err.getvalue()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_size_the_batch_does_not_divide_is_simulated_with_the_busiest_wafer_for_all(case):
+    """A size's row reads only the step, which the busiest wafer standing for all gives exactly where only the
+    uneven shards set the wafers apart: ``sized`` folds them, and the step is the wafers-apart run's."""
+    from wss.studies.size import sized
+
+    base = wss.load_scenario(SCENARIO, CASES[case])
+    probe = sized(base, 7)  # 60 samples over 7 wafers: 4 of 9, 3 of 8
+    assert probe.simulation.fold_wafers is True
+    apart = _exhaustive(case)[7]
+    assert not apart.wafer_folding.folded
+    folded = wss.simulate(probe)
+    assert folded.wafer_folding.folded
+    assert folded.sim_events < apart.sim_events
+    assert folded.step_time_s == pytest.approx(apart.step_time_s, rel=1e-9)
+    assert folded.tokens_per_s == pytest.approx(apart.tokens_per_s, rel=1e-9)
+    assert folded.bound_by == apart.bound_by
+    assert sized(base, 6).simulation.fold_wafers == "auto"  # even: auto folds it anyway
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    ({"faults.stragglers": [{"wafer": 0, "slowdown": 1.2}]}, "a straggler sets its wafer apart"),
+    ({"simulation.fold_wafers": False}, "asked for"),
+    ({"training.activation_checkpointing": "offload", "hardware.activation_store.location": "memoryx"},
+     "MemoryX keeps every wafer's block inputs at its own times"),
+])
+def test_a_size_set_apart_for_more_than_its_shards_runs_as_auto_would(overrides, why):
+    from wss.studies.size import sized
+
+    base = wss.load_scenario(SCENARIO, {**CASES["batch 60"], **overrides})
+    assert sized(base, 7).simulation.fold_wafers == base.simulation.fold_wafers, why

@@ -18,7 +18,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.shards import shard_samples
 
-__all__ = ["fold_decision", "folds_wafers", "uniform_shards", "simulated_wafers", "stand_ins", "UNIFORM_REASON"]
+__all__ = ["fold_decision", "folds_wafers", "folds_for_the_step", "uniform_shards", "simulated_wafers", "stand_ins",
+           "UNIFORM_REASON"]
 
 #: Why a uniform cluster folds under ``simulation.fold_wafers: auto`` (the default, left out of result.json).
 UNIFORM_REASON = "auto: the cluster is uniform, every wafer has the same number of samples"
@@ -53,6 +54,24 @@ def _decision(scenario: Scenario) -> tuple[bool, str]:
 def folds_wafers(scenario: Scenario) -> bool:
     """Does the run fold the wafers into one (:func:`wafer_folding` without its reason)?"""
     return _decision(scenario)[0]
+
+
+def folds_for_the_step(scenario: Scenario) -> bool:
+    """Would the wafers folded give the run's step exactly, where ``auto`` runs them apart?
+
+    Under ``auto``, a cluster set apart only by uneven shards: every weight broadcast and every gradient
+    reduction of the lock-step tree waits for the busiest wafer, and a smaller shard's micro-batches are never
+    larger than the busiest wafer's in the same slot, so the busiest wafer standing for all gives the same step
+    time, pacing and bound (tests/core/test_uneven_micro_batches.py); what only the run apart shows is every other
+    wafer's own idle time.  Not where a part the wafers share carries each wafer's own bytes at its own times:
+    offloaded block inputs kept by MemoryX (``hardware.activation_store.location: memoryx``) at a limited rate,
+    which the folded chain moves as the busiest wafer's times the wafers' share.  Studies that read only the
+    step (``wss size``) fold such runs: the same answer for a small fraction of the events.
+    """
+    if _decision(scenario)[1] != "uneven":
+        return False
+    store = scenario.hardware.activation_store
+    return store.location != "memoryx" or store.is_unlimited
 
 
 def fold_decision(scenario: Scenario) -> tuple[bool, str]:
