@@ -26,6 +26,10 @@ def _estimator() -> Callable[[Scenario], Any]:
 def run_point(scenario: Mapping[str, Any], fidelity: str = "simulate", source: str | None = None) -> dict[str, Any]:
     """Run one resolved scenario (``Scenario.model_dump(mode="json")``) and return its row fields.
 
+    A point whose wafers ``auto`` would run apart only because the batch does not divide over them is simulated
+    with the busiest wafer standing for all: its row (the step, the representative wafer's breakdown, memory,
+    energy) is the same to rounding, and only the per-wafer idle times a row does not hold differ.
+
     A top-level function of plain data in and out, so process pools (spawn)
     and Dask workers can run it.  A :class:`~wss.errors.WssError` becomes
     ``status == "error"`` (its message naming ``source``, the base scenario
@@ -36,9 +40,13 @@ def run_point(scenario: Mapping[str, Any], fidelity: str = "simulate", source: s
         if fidelity == "estimate":
             out = _estimator()(s)
         else:
+            from wss.model.scenario import load_scenario
+            from wss.model.scenario.fold_rules import folds_for_the_step
             from wss.model.simulate import simulate
 
-            out = simulate(s)
+            # A row reads only the step: where only uneven shards set the wafers apart, the busiest wafer standing
+            # for all gives it exactly, for a small fraction of the events (fold_rules.folds_for_the_step).
+            out = simulate(load_scenario(s, {"simulation.fold_wafers": True}) if folds_for_the_step(s) else s)
     except ScenarioError as exc:
         if source and exc.source.startswith("<"):
             exc = type(exc)(source, exc.problems)  # errors found after loading name an in-memory '<scenario>'
