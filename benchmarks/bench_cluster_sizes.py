@@ -12,7 +12,13 @@ For GPT-3 175B (``scenarios/gpt3_175b.yaml``, batch 1536) and Cerebras-GPT 13B
 events and its ratio to the nearest power of two's wall time (the lower one on a tie), timed in the same
 run.  The issue's target is at most 3x everywhere; the worst ratio per model is printed last.
 
-Run: ``python benchmarks/bench_cluster_sizes.py [--repeats N] [--counts 8,9,16,17] [--models gpt3_175b]``.
+``--study step`` times each count as the studies that read only the step run it (``wss size``, a sweep's point):
+a count set apart only by its uneven shards with the busiest wafer standing for all, which gives the same step
+(:func:`wss.model.scenario.fold_rules.folds_for_the_step`); the default, ``simulate``, times ``wss.simulate``
+under ``auto``, which runs such a count apart for every wafer's own idle time.
+
+Run: ``python benchmarks/bench_cluster_sizes.py [--repeats N] [--counts 8,9,16,17] [--models gpt3_175b]
+[--study simulate|step]``.
 The full sweep is about 130 simulations per repeat: minutes on one free core.
 """
 
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 
 import wss
+from wss.model.scenario.fold_rules import folds_for_the_step
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"gpt3_175b": "GPT-3 175B", "cerebras_gpt_13b": "Cerebras-GPT 13B"}
@@ -49,14 +56,23 @@ def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, int]:
     return statistics.median(walls), events
 
 
-def sweep(model: str, counts: list[int], repeats: int) -> float:
+def _scenario(path: Path, n: int, study: str) -> wss.Scenario:
+    """The scenario on ``n`` wafers as ``study`` runs it."""
+    s = wss.load_scenario(path, {"hardware.wafers": n})
+    if study == "step" and folds_for_the_step(s):
+        s = wss.load_scenario(s, {"simulation.fold_wafers": True})
+    return s
+
+
+def sweep(model: str, counts: list[int], repeats: int, study: str = "simulate") -> float:
     """Print one model's table; return its worst ratio to the nearest power of two."""
     path = ROOT / "scenarios" / f"{model}.yaml"
     needed = sorted(set(counts) | {nearest_power_of_two(n) for n in counts})
     timed: dict[int, tuple[float, int]] = {}
     for n in needed:
-        timed[n] = _time(wss.load_scenario(path, {"hardware.wafers": n}), repeats)
-    print(f"{MODELS.get(model, model)}, 1 step")
+        timed[n] = _time(_scenario(path, n, study), repeats)
+    print(f"{MODELS.get(model, model)}, 1 step, as {'wss.simulate' if study == 'simulate' else 'the step studies'} "
+          "run it")
     print(f"{'wafers':>7} {'wall s':>9} {'events':>12} {'2^k':>5} {'2^k wall s':>11} {'ratio':>7}")
     worst = 0.0
     for n in counts:
@@ -75,12 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--counts", default=",".join(map(str, COUNTS)), help="wafer counts, comma-separated")
     ap.add_argument("--models", default=",".join(MODELS), help="scenario names under scenarios/, comma-separated")
+    ap.add_argument("--study", choices=("simulate", "step"), default="simulate",
+                    help="simulate: wss.simulate under auto; step: as wss size and sweeps run a count")
     args = ap.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",")]
     if any(c < 1 or not math.isfinite(c) for c in counts):
         ap.error("wafer counts are positive integers")
     for model in args.models.split(","):
-        sweep(model, counts, args.repeats)
+        sweep(model, counts, args.repeats, args.study)
     return 0
 
 
