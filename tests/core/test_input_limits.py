@@ -324,7 +324,7 @@ def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_start
     note = long_run_note(nine, work)
     assert note is not None and note.startswith("gpt3-175b-192: this run will take about ")
     assert "million events" in note and "6 wafers of 171, 3 of 170" in note
-    assert "simulation.fold_wafers: true folds the wafers" in note
+    assert "simulation.fold_wafers: true folds the wafers and gives the same step" in note
     shipped = wss.load_scenario(GPT3)
     assert long_run_note(shipped, run_work(shipped)) is None
 

@@ -17,7 +17,7 @@ from wss.model.plan import Plan, make_plan
 from wss.model.plan.problems import scenario_source
 from wss.model.program import build_program, chunk_passes
 from wss.model.scenario import Scenario
-from wss.model.scenario.fold_rules import fold_decision, simulated_wafers
+from wss.model.scenario.fold_rules import fold_decision, folds_for_the_step, simulated_wafers
 from wss.model.scenario.limits import MAX_CHUNK_PASSES
 
 __all__ = ["folding_plan", "check_work", "RunWork", "run_work", "long_run_note", "EVENTS_PER_CHUNK_PASS",
@@ -120,7 +120,11 @@ def long_run_note(s: Scenario, work: RunWork) -> str | None:
     if work.wafers > 1:
         why = (f": the wafers are simulated apart, {work.wafers:,} standing for the {s.hardware.wafers:,} "
                f"({work.reason.removeprefix('auto: ')})")
-    fix = ("; simulation.fold_wafers: true folds the wafers (the busiest stands for all)"
-           if work.wafers > 1 and not s.faults.sets_wafers_apart else "")
+    fix = ""
+    if work.wafers > 1 and folds_for_the_step(s):
+        fix = ("; simulation.fold_wafers: true folds the wafers and gives the same step in a fraction of the time "
+               "(the busiest stands for all; only the other wafers' own idle times are not simulated)")
+    elif work.wafers > 1 and not s.faults.sets_wafers_apart:
+        fix = "; simulation.fold_wafers: true folds the wafers (the busiest stands for all)"
     return (f"{s.name}: this run will take about {_duration(work.seconds)} on one core (about "
             f"{work.events / 1e6:.2g} million events){why}{fix}")
