@@ -101,9 +101,9 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
     Wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
     between it and the others over several blocks before they go in step.  In a folded cluster the blocks that do
     not repeat are mostly those where a part falls further behind with every block (brain-120T's optimizer in the
-    backward passes), which no number of blocks settles: there the queues after the copies differ from the second
-    compared block's too, and trying would only cost runs.  Where they do not (``exc.settled_late``), the run
-    settled within the stretch, only later than its first compared block."""
+    backward passes, without clipping), which no number of blocks settles: there the queues after the copies
+    differ from the second compared block's too, and trying would only cost runs.  Where they do not
+    (``exc.settled_late``), the run settled within the stretch, only later than its first compared block."""
     if not p.layer_runs or (fold_decision(s)[0] and not exc.settled_late):
         return None
     runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r

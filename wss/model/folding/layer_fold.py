@@ -35,6 +35,12 @@ has more slack there), and the wafer waiting for a later micro-batch's input
 data (which arrives on its own schedule).  Either, or any difference, raises
 :class:`~wss.model.folding.fold.FoldMismatch` and the caller simulates every block.
 
+A part that falls further behind with every block (an optimizer whose updates run during the backward passes and
+each outlast their kernel's share of a block: brain-120T without clipping) fails the check, and no longer stretch
+settles it.  Its backlog repeats up to a shift, but comparing it so would not be exact: the updates share MemoryX's
+flash channel and DRAM with the weight prefetch and the gradient intake, so what each takes depends on where it
+falls against the block, and that moves from block to block (docs/model.md, "Known limits", identical layers).
+
 After the run, :func:`unfold_layers` moves everything the run recorded (the
 wafer's timeline and passes, the loss times, the optimizer's jobs, the
 micro-batch snapshots) onto the axis with the copies in place, adding each
