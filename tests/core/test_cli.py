@@ -1,7 +1,10 @@
-"""The ``wss`` command end to end, through the installed console script (the real entry point).
+"""The ``wss`` command end to end: the installed console script (the real entry point) and ``wss.cli.main``.
 
-Every shipped scenario is simulated, and validated; the brain-scale two (gpt_1t.yaml, brain_120t.yaml)
-take 5-11 s.  The runs are started together so the module takes about as long as the slowest one.
+Every shipped scenario is simulated, and the brain-scale two (gpt_1t.yaml, brain_120t.yaml) validated,
+through ``wss.cli.main`` in this process (``core_helpers.run_wss_here``: a fresh interpreter per scenario
+cost more than most of the simulations); test_in_process_runs_print_what_the_real_program_prints checks that
+the console script prints the same, byte for byte.  The default output folder, ``--set``, ``--version`` under
+``python -m``, usage errors, ``validate`` and ``presets`` run the real program.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ ALL = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    """Simulate every shipped scenario and validate the brain-scale ones, all at once."""
+    """Simulate every shipped scenario and validate the brain-scale ones in this process; run the default
+    output folder's and ``--set``'s simulations through the real program."""
     root = tmp_path_factory.mktemp("cli")
-    jobs = {("simulate", n): (["simulate", SCENARIOS / n, "-o", root / n], root) for n in ALL}
-    jobs |= {("validate", n): (["validate", SCENARIOS / n], root) for n in SLOW}
+    jobs = {}
     default_cwd = root / "default"
     default_cwd.mkdir()
     jobs[("default-out", "fc_mnist.yaml")] = (["simulate", SCENARIOS / "fc_mnist.yaml", "--quiet"], default_cwd)
@@ -37,7 +40,9 @@ def shipped(tmp_path_factory):
          "--set", "workload.model=gpt3-125m", "--set", "training.seq_len=256", "-o", set_out],
         root,
     )
-    return root, run_wss_parallel(jobs)
+    here = {("simulate", n): run_wss_here(["simulate", SCENARIOS / n, "-o", root / n], root) for n in ALL}
+    here |= {("validate", n): run_wss_here(["validate", SCENARIOS / n], root) for n in SLOW}
+    return root, {**here, **run_wss_parallel(jobs)}
 
 
 def test_every_shipped_scenario_is_covered():
