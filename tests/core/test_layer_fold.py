@@ -27,11 +27,21 @@ SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
 REL = 1e-9
 
 
+def _scenario(name: str, overrides: dict[str, object]) -> wss.Scenario:
+    return wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=overrides)
+
+
+@cache
+def _folded(name: str, **overrides: object) -> tuple:
+    """The run as simulated (blocks folded where they fold), once per worker: tests that only look at how it folded
+    need not simulate every block too."""
+    return simulate_detailed(_scenario(name, dict(overrides)), record=False)
+
+
 @cache
 def _pair(name: str, **overrides: object) -> tuple:
-    s = wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=dict(overrides))
-    folded, fc = simulate_detailed(s, record=False)
-    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    folded, fc = _folded(name, **overrides)
+    full, uc = simulate_detailed(_scenario(name, dict(overrides)), record=False, fold_layers=False)
     return folded, fc, full, uc
 
 
@@ -75,12 +85,12 @@ def test_the_benchmark_scenarios_fold_their_blocks():
     stand-ins for the folded blocks' among them, run after the last gradient), but without clipping only its
     forward passes (its update backlog grows from block to block in the backward passes, which the check refuses,
     and no longer stretch is tried: it drifts, it does not settle late)."""
-    _, gpt, _, _ = _pair("gpt3_175b")
+    _, gpt = _folded("gpt3_175b")
     assert gpt.plan.layer_runs == (BlockRun(0, 95, settle=4),)
     assert gpt.plan.layer_directions == ("forward", "backward")
-    _, brain, _, _ = _pair("brain_120t")
+    _, brain = _folded("brain_120t")
     assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward", "backward")
-    _, unclipped, _, _ = _pair("brain_120t", **{"training.gradient_clipping": "none"})
+    _, unclipped = _folded("brain_120t", **{"training.gradient_clipping": "none"})
     assert unclipped.folding.layers is not None and unclipped.plan.layer_directions == ("forward",)
     assert {r.settle for r in unclipped.plan.layer_runs} == {4}
 
