@@ -7,7 +7,9 @@ form to be exact (zero hop latency, huge bandwidths, ...).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import os
 import subprocess
 import sys
@@ -100,6 +102,48 @@ def run_wss(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.Comp
     return subprocess.run(
         [*wss_command(), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=cli_env()
     )
+
+
+def _capture() -> io.TextIOWrapper:
+    """A text stream like a pipe's: UTF-8 over bytes (``.buffer`` works), not a terminal."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+
+
+def _captured(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    return buffer.getvalue().decode("utf-8")
+
+
+def run_wss_here(args: list[Any], cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``wss ARGS`` from folder ``cwd`` in this process, through the entry point function the console
+    script calls (``wss.cli.main``), with stdout and stderr captured: what :func:`run_wss` gives, without a
+    fresh interpreter's second of start-up.  For tests of a command's output, exit code and files; what only
+    a real process shows (signals, the start-up, ``python -m wss``, pipes closing) keeps :func:`run_wss`.
+
+    An exception that escapes ``main`` is raised here, failing the test as the traceback on a real run's
+    stderr would; ``SystemExit`` (argparse's usage errors, ``--version``) gives its exit code as Python would.
+    """
+    from wss.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = _capture(), _capture()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    print(exc.code, file=sys.stderr)
+                    code = 1
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(argv, code, _captured(out), _captured(err))
 
 
 def run_wss_parallel(

@@ -1,7 +1,10 @@
-"""The ``wss`` command end to end, through the installed console script (the real entry point).
+"""The ``wss`` command end to end: the installed console script (the real entry point) and ``wss.cli.main``.
 
-Every shipped scenario is simulated, and validated; the brain-scale two (gpt_1t.yaml, brain_120t.yaml)
-take 5-11 s.  The runs are started together so the module takes about as long as the slowest one.
+Every shipped scenario is simulated, and the brain-scale two (gpt_1t.yaml, brain_120t.yaml) validated,
+through ``wss.cli.main`` in this process (``core_helpers.run_wss_here``: a fresh interpreter per scenario
+cost more than most of the simulations); test_in_process_runs_print_what_the_real_program_prints checks that
+the console script prints the same, byte for byte.  The default output folder, ``--set``, ``--version`` under
+``python -m``, usage errors, ``validate`` and ``presets`` run the real program.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import sys
 import textwrap
 
 import pytest
-from core_helpers import SCENARIOS, run_wss, run_wss_parallel, wss_command
+from core_helpers import SCENARIOS, run_wss, run_wss_here, run_wss_parallel, wss_command
 
 import wss
 from wss.model.result.results import Result
@@ -24,10 +27,10 @@ ALL = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    """Simulate every shipped scenario and validate the brain-scale ones, all at once."""
+    """Simulate every shipped scenario and validate the brain-scale ones in this process; run the default
+    output folder's and ``--set``'s simulations through the real program."""
     root = tmp_path_factory.mktemp("cli")
-    jobs = {("simulate", n): (["simulate", SCENARIOS / n, "-o", root / n], root) for n in ALL}
-    jobs |= {("validate", n): (["validate", SCENARIOS / n], root) for n in SLOW}
+    jobs = {}
     default_cwd = root / "default"
     default_cwd.mkdir()
     jobs[("default-out", "fc_mnist.yaml")] = (["simulate", SCENARIOS / "fc_mnist.yaml", "--quiet"], default_cwd)
@@ -37,7 +40,9 @@ def shipped(tmp_path_factory):
          "--set", "workload.model=gpt3-125m", "--set", "training.seq_len=256", "-o", set_out],
         root,
     )
-    return root, run_wss_parallel(jobs)
+    here = {("simulate", n): run_wss_here(["simulate", SCENARIOS / n, "-o", root / n], root) for n in ALL}
+    here |= {("validate", n): run_wss_here(["validate", SCENARIOS / n], root) for n in SLOW}
+    return root, {**here, **run_wss_parallel(jobs)}
 
 
 def test_every_shipped_scenario_is_covered():
@@ -237,6 +242,8 @@ VALIDATED = {"does-not-fit-memoryx", "sram-too-small-at-micro-batch-1", "unknown
 
 @pytest.fixture(scope="module")
 def bad_runs(tmp_path_factory):
+    """Each bad input through ``wss.cli.main`` in this process (the real program prints the same:
+    test_in_process_runs_print_what_the_real_program_prints)."""
     root = tmp_path_factory.mktemp("bad")
     jobs = {}
     for name, (text, extra, _) in BAD.items():
@@ -246,7 +253,33 @@ def bad_runs(tmp_path_factory):
         if name in VALIDATED:
             jobs[("validate", name)] = (["validate", path, *extra], root)
     jobs[("simulate", "missing-file")] = (["simulate", root / "missing.yaml", "-o", root / "out-missing-file"], root)
-    return root, run_wss_parallel(jobs)
+    return root, {key: run_wss_here(argv, cwd) for key, (argv, cwd) in jobs.items()}
+
+
+def test_in_process_runs_print_what_the_real_program_prints(tmp_path):
+    """``core_helpers.run_wss_here`` (``wss.cli.main`` called in the test's process, as most CLI tests do) gives
+    the exit code, stdout and stderr the installed console script gives, byte for byte: for a bad scenario
+    (one error line, exit 2, nothing written), an unknown option (argparse's usage error), a listing, and a
+    simulation writing its outputs."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent(BAD["unknown-key"][0]).lstrip("\n"), encoding="utf-8")
+    commands = {
+        "bad scenario": ["simulate", bad, "-o", "out-bad"],
+        "usage error": ["validate", SCENARIOS / "fc_mnist.yaml", "--no-such-option"],
+        "presets": ["presets"],
+        "simulate": ["simulate", SCENARIOS / "fc_mnist.yaml", "-o", "out", "--trace"],
+    }
+    for folder in ("real", "here"):
+        (tmp_path / folder).mkdir()
+    real = run_wss_parallel({name: (argv, tmp_path / "real") for name, argv in commands.items()})
+    for name, argv in commands.items():
+        here = run_wss_here(argv, tmp_path / "here")
+        assert (here.returncode, here.stdout, here.stderr) == (real[name].returncode, real[name].stdout,
+                                                               real[name].stderr), name
+    assert real["bad scenario"].returncode == 2 and real["usage error"].returncode == 2
+    assert real["presets"].returncode == real["simulate"].returncode == 0
+    assert sorted(p.name for p in (tmp_path / "real").rglob("*")) == sorted(
+        p.name for p in (tmp_path / "here").rglob("*")) == ["out", "result.json", "trace.json"]
 
 
 @pytest.mark.parametrize(

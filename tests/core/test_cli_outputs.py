@@ -1,9 +1,10 @@
 """Output paths that cannot be written: one ``error:`` line naming the path, exit 2, and nothing written.
 
-Every command runs through the installed ``wss`` console script (the real entry point), each in a folder
-of its own that holds a regular file ``afile`` (a file where a folder should be, or a folder under it that
-cannot be made) and a folder ``adir`` (a folder where a file should be).  After a failed run the folder
-must hold exactly what it held before.  The runs are started together.
+Every command runs through the entry point function the console script calls (``wss.cli.main``, in this
+process: ``core_helpers.run_wss_here``), each in a folder of its own that holds a regular file ``afile`` (a file
+where a folder should be, or a folder under it that cannot be made) and a folder ``adir`` (a folder where a file
+should be).  After a failed run the folder must hold exactly what it held before.  That a real ``wss`` process
+prints the same is tests/core/test_cli.py's (test_in_process_runs_print_what_the_real_program_prints).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from core_helpers import SCENARIOS, run_wss, run_wss_parallel
+from core_helpers import SCENARIOS, run_wss_here
 
 import wss
 from wss.errors import WssError
@@ -78,7 +79,7 @@ def runs(tmp_path_factory, result_file):
         (d / "adir.csv").mkdir()
         before[name] = _tree(d)
         jobs[name] = ([str(a).format(d=d, result=result_file) for a in argv], d)
-    return root, before, run_wss_parallel(jobs)
+    return root, before, {name: run_wss_here(argv, cwd) for name, (argv, cwd) in jobs.items()}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -107,7 +108,7 @@ def test_messages_say_what_is_wrong(runs):
 
 def test_good_outputs_are_all_written(tmp_path):
     out = tmp_path / "deep" / "out"
-    run = run_wss(["simulate", FC_MNIST, "-o", out, "--trace", "--plots", "--quiet"], cwd=tmp_path)
+    run = run_wss_here(["simulate", FC_MNIST, "-o", out, "--trace", "--plots", "--quiet"], cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert (out / "result.json").is_file() and (out / "trace.json").is_file()
     assert len(list((out / "plots").glob("*.png"))) == 4
@@ -120,7 +121,7 @@ def test_read_only_folder(tmp_path):
     ro.mkdir()
     ro.chmod(0o500)
     try:
-        run = run_wss(["simulate", FC_MNIST, "-o", ro], cwd=tmp_path)
+        run = run_wss_here(["simulate", FC_MNIST, "-o", ro], cwd=tmp_path)
         assert run.returncode == 2 and "Traceback" not in run.stderr
         assert f"{ro / 'result.json'}" in run.stderr and "Permission denied" in run.stderr
         assert list(ro.iterdir()) == []

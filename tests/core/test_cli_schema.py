@@ -8,6 +8,7 @@ neither a preset nor its parts, a number out of range) must fail.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -33,7 +34,11 @@ def _schema_line(path: Path) -> str:
     return path.read_text(encoding="utf-8").splitlines()[0]
 
 
+@functools.cache
 def _validator(schema_path: Path) -> jsonschema.Draft202012Validator:
+    """The committed schema at ``schema_path``, checked against its meta-schema, as a validator: built once per
+    file (checking the schema takes about 0.3 s, validating a scenario with it under a millisecond; a validator
+    keeps no state between validations)."""
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)

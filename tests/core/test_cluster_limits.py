@@ -8,7 +8,7 @@ it is set: scenarios within the limit keep their hash and their baselines."""
 from __future__ import annotations
 
 import pytest
-from core_helpers import REPO, SCENARIOS, run_wss
+from core_helpers import REPO, SCENARIOS, run_wss_here
 
 import wss
 from wss import ScenarioError
@@ -136,7 +136,7 @@ def test_a_sweep_beyond_the_limit_reports_error_rows():
 
 
 def test_the_cli_prints_one_error_line_and_exits_2(tmp_path):
-    run = run_wss(["validate", str(CS2), "--set", "hardware.wafers=384"], cwd=tmp_path)
+    run = run_wss_here(["validate", str(CS2), "--set", "hardware.wafers=384"], cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.startswith("error: ") and run.stderr.count("\n") == 1
     assert "hardware.wafers: 384 wafers exceed the largest published wse2 cluster, 192 wafers" in run.stderr

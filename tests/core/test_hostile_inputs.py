@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from core_helpers import SCENARIOS, run_wss
+from core_helpers import SCENARIOS, run_wss_here
 
 import wss
 from wss.errors import ScenarioError
@@ -49,7 +49,7 @@ def result_file(tmp_path_factory) -> Path:
 def test_a_key_that_is_a_list_or_mapping_in_a_file(tmp_path, key, what):
     path = tmp_path / "s.yaml"
     path.write_text(FC_MNIST.read_text(encoding="utf-8") + key, encoding="utf-8")
-    _one_error_line(run_wss(["validate", path], cwd=tmp_path), f"a key must be a name or a number, not {what}")
+    _one_error_line(run_wss_here(["validate", path], cwd=tmp_path), f"a key must be a name or a number, not {what}")
     with pytest.raises(ScenarioError, match=f"not {what}"):
         wss.load_scenario(path)
 
@@ -62,7 +62,7 @@ def test_a_key_that_is_a_list_or_mapping_in_a_file(tmp_path, key, what):
     ["sweep", FC_MNIST, "--vary", "seed=1,2", "--set", "seed={[1]: 2}", "--executor", "serial"],
 ])
 def test_a_key_that_is_a_list_or_mapping_in_an_override(tmp_path, argv):
-    _one_error_line(run_wss(argv, cwd=tmp_path), "a key must be a name or a number")
+    _one_error_line(run_wss_here(argv, cwd=tmp_path), "a key must be a name or a number")
     assert not (tmp_path / "out").exists()
 
 
@@ -74,7 +74,7 @@ def test_a_key_that_is_a_list_or_mapping_in_an_override(tmp_path, argv):
                                   ["diff", "/dev/zero", "/dev/zero"], ["estimate", "/dev/urandom"]])
 def test_an_endless_stream_is_refused_without_reading_it_whole(tmp_path, argv):
     start = time.perf_counter()
-    run = run_wss(argv, cwd=tmp_path)
+    run = run_wss_here(argv, cwd=tmp_path)
     _one_error_line(run, "/dev/")
     assert "more than the 8.0 MB" in run.stderr or "does not start with '{'" in run.stderr
     assert time.perf_counter() - start < 60
@@ -92,7 +92,7 @@ def test_a_scenario_from_a_pipe_is_read(tmp_path):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    run = run_wss(["validate", fifo], cwd=tmp_path)
+    run = run_wss_here(["validate", fifo], cwd=tmp_path)
     writer.join(30)
     assert run.returncode == 0, run.stderr
 
@@ -101,7 +101,7 @@ def test_a_large_regular_file_is_refused_from_its_size(tmp_path, monkeypatch):
     big = tmp_path / "big.yaml"
     with big.open("wb") as f:  # sparse: 9 MB that take no room
         f.truncate(LIMITS.text_bytes + 2**20)
-    _one_error_line(run_wss(["validate", big], cwd=tmp_path), "9.0 MB, more than the 8.0 MB")
+    _one_error_line(run_wss_here(["validate", big], cwd=tmp_path), "9.0 MB, more than the 8.0 MB")
     opened: list[int] = []
     real_read = os.read
     monkeypatch.setattr(os, "read", lambda fd, n: opened.append(n) or real_read(fd, n))
@@ -119,7 +119,7 @@ def test_read_input_reads_a_stream_only_to_its_limit():
 
 @pytest.mark.parametrize("command", ["validate", "report"])
 def test_a_folder_is_refused(tmp_path, command):
-    _one_error_line(run_wss([command, tmp_path], cwd=tmp_path), str(tmp_path))
+    _one_error_line(run_wss_here([command, tmp_path], cwd=tmp_path), str(tmp_path))
 
 
 # ---------------------------------------------------------------------------- damaged result files
@@ -153,7 +153,7 @@ DAMAGE = {
 def test_a_damaged_result_is_one_line(tmp_path, result_file, damage, argv):
     change, words = DAMAGE[damage]
     bad = _damaged(result_file, tmp_path, change)
-    run = run_wss([a.format(r=bad, ok=result_file, d=tmp_path) for a in argv], cwd=tmp_path)
+    run = run_wss_here([a.format(r=bad, ok=result_file, d=tmp_path) for a in argv], cwd=tmp_path)
     _one_error_line(run, f"{bad}: not a wss result", words)
     assert not (tmp_path / "p").exists()
 
@@ -170,4 +170,4 @@ def test_a_damaged_baseline_is_one_line(tmp_path, change, words):
     doc = json.loads((SCENARIOS.parent / "baselines" / "fc_mnist.json").read_text(encoding="utf-8"))
     text = change(doc)
     (baselines / "fc_mnist.json").write_text(text if isinstance(text, str) else json.dumps(doc), encoding="utf-8")
-    _one_error_line(run_wss(["check", FC_MNIST, "--baselines", baselines], cwd=tmp_path), "fc_mnist.json", words)
+    _one_error_line(run_wss_here(["check", FC_MNIST, "--baselines", baselines], cwd=tmp_path), "fc_mnist.json", words)

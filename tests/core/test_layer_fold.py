@@ -9,6 +9,7 @@ not repeat (the check falls back, and the answer is then the unfolded one, byte 
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -27,16 +28,31 @@ SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
 REL = 1e-9
 
 
+def _scenario(name: str, overrides: dict[str, object]) -> wss.Scenario:
+    return wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=overrides)
+
+
+@cache
+def _folded(name: str, **overrides: object) -> tuple:
+    """The run as simulated (blocks folded where they fold), once per worker: tests that only look at how it folded
+    need not simulate every block too."""
+    return simulate_detailed(_scenario(name, dict(overrides)), record=False)
+
+
 @cache
 def _pair(name: str, **overrides: object) -> tuple:
-    s = wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=dict(overrides))
-    folded, fc = simulate_detailed(s, record=False)
-    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    folded, fc = _folded(name, **overrides)
+    full, uc = simulate_detailed(_scenario(name, dict(overrides)), record=False, fold_layers=False)
     return folded, fc, full, uc
 
 
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
+
+
+#: A numerics run simulates every step, and FC-MNIST has no blocks to fold: 20 of the walk-through's 200 steps check
+#: the same (nothing folded, the same bytes) at a tenth of the cost.  WSS_SLOW=1 runs the 200.
+FEWER_STEPS = {} if os.environ.get("WSS_SLOW") else {"fc_mnist_numerics": {"training.steps": 20}}
 
 
 #: What a folded Result says differently by design: its events, its records (a folded block's stands for its
@@ -83,7 +99,7 @@ def _numbers_that_differ(folded: wss.Result, full: wss.Result) -> list[str]:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_folded_layers_give_the_answer_of_every_block_simulated(name):
-    folded, fc, full, uc = _pair(name)
+    folded, fc, full, uc = _pair(name, **FEWER_STEPS.get(name, {}))
     assert uc.folding.layers is None
     assert _rel(folded.step_time_s, full.step_time_s) <= REL
     scale = full.step_time_s
@@ -114,12 +130,12 @@ def test_the_benchmark_scenarios_fold_their_blocks():
     stand-ins for the folded blocks' among them, run after the last gradient), but without clipping only its
     forward passes (its update backlog grows from block to block in the backward passes, which the check refuses,
     and no longer stretch is tried: it drifts, it does not settle late)."""
-    _, gpt, _, _ = _pair("gpt3_175b")
+    _, gpt = _folded("gpt3_175b")
     assert gpt.plan.layer_runs == (BlockRun(0, 95, settle=4),)
     assert gpt.plan.layer_directions == ("forward", "backward")
-    _, brain, _, _ = _pair("brain_120t")
+    _, brain = _folded("brain_120t")
     assert brain.folding.layers is not None and brain.plan.layer_directions == ("forward", "backward")
-    _, unclipped, _, _ = _pair("brain_120t", **{"training.gradient_clipping": "none"})
+    _, unclipped = _folded("brain_120t", **{"training.gradient_clipping": "none"})
     assert unclipped.folding.layers is not None and unclipped.plan.layer_directions == ("forward",)
     assert {r.settle for r in unclipped.plan.layer_runs} == {4}
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from core_helpers import SCENARIOS, cli_env, run_wss
+from core_helpers import SCENARIOS, cli_env, run_wss, run_wss_here
 
 from wss.cli import main
 from wss.cli.simulate import default_outdir
@@ -60,7 +60,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_and_the_folder_holds_one_run
     assert json.loads((out / "result.json").read_text())["scenario"]["name"] == "run-a"
     assert json.loads((out / "trace.json").read_text())["otherData"]["scenario"] == "run-a"
     # the lock went with run A: the next run into the folder is free to write
-    assert run_wss(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path).returncode == 0
+    assert run_wss_here(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path).returncode == 0
 
 
 def test_two_transactions_cannot_stage_into_one_folder(tmp_path):
@@ -103,7 +103,7 @@ def test_leftovers_of_killed_runs_are_removed_by_the_next_run_in_that_folder(tmp
     kept = [".notes.tmp", "notes.0123456789ab.tmp", ".x.0123456789ab.tmp.bak", "keep.txt"]
     for name in leftovers + kept:
         (out / name).write_text("x", encoding="utf-8")
-    run = run_wss(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)
+    run = run_wss_here(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted([*kept, "result.json"])
 
@@ -117,7 +117,7 @@ def test_a_killed_run_lets_go_of_its_folder(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=cli_env())
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "holding\n"
-        busy = run_wss(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)
+        busy = run_wss_here(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)
         assert busy.returncode == 2 and BUSY in busy.stderr
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -126,7 +126,7 @@ def test_a_killed_run_lets_go_of_its_folder(tmp_path):
             proc.stdout.close()
     assert [p.name for p in out.iterdir()][0].startswith(".result.json.")  # what the kill left
     deadline = time.monotonic() + 60
-    while (run := run_wss(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)).returncode and \
+    while (run := run_wss_here(["simulate", FC_MNIST, "-o", out, "--quiet"], cwd=tmp_path)).returncode and \
             time.monotonic() < deadline:
         time.sleep(0.5)
     assert run.returncode == 0, run.stderr
@@ -159,7 +159,7 @@ def test_a_scenario_named_to_escape_writes_inside_out(tmp_path, name, folder):
     scenario.write_text(text, encoding="utf-8")
     work = tmp_path / "work"
     work.mkdir()
-    run = run_wss(["simulate", scenario, "--quiet"], cwd=work)
+    run = run_wss_here(["simulate", scenario, "--quiet"], cwd=work)
     assert run.returncode == 0, run.stderr
     assert sorted(str(p.relative_to(work)) for p in work.rglob("*")) == ["out", f"out/{folder}",
                                                                          f"out/{folder}/result.json"]
@@ -169,9 +169,9 @@ def test_a_huge_name_is_quoted_short(tmp_path):
     huge = "x" * 100_000
     for argv in (["validate", FC_MNIST], ["simulate", FC_MNIST, "-o", tmp_path / "o"], ["estimate", FC_MNIST],
                  ["plan", FC_MNIST]):
-        run = run_wss([*argv, "--set", f"name={huge}"], cwd=tmp_path)
+        run = run_wss_here([*argv, "--set", f"name={huge}"], cwd=tmp_path)
         assert run.returncode == 0 and max(map(len, run.stdout.splitlines())) < 2 * MAX_ECHO_CHARS, run.stderr
-    bad = run_wss(["validate", FC_MNIST, "--set", f"name={huge}", "--set", "training.steps=0"], cwd=tmp_path)
+    bad = run_wss_here(["validate", FC_MNIST, "--set", f"name={huge}", "--set", "training.steps=0"], cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr) < 3 * MAX_ECHO_CHARS
-    long_out = run_wss(["schema", "-o", tmp_path / ("y" * 100_000)], cwd=tmp_path)
+    long_out = run_wss_here(["schema", "-o", tmp_path / ("y" * 100_000)], cwd=tmp_path)
     assert long_out.returncode == 2 and len(long_out.stderr) < 3 * MAX_ECHO_CHARS, long_out.stderr[:300]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from core_helpers import REPO, SCENARIOS, dense_model, run_wss, scenario_dict
+from core_helpers import REPO, SCENARIOS, dense_model, run_wss_here, scenario_dict
 
 import wss
 from wss import ScenarioError, WssError
@@ -303,7 +303,7 @@ def test_the_errors_are_wss_errors():
     ids=["seq-beyond-context", "seq-on-features", "micro-batch-too-big", "micro-batch-zero"],
 )
 def test_cli_validate_rejects_with_exit_2_and_one_line(scenario, setting, words):
-    done = run_wss(["validate", f"scenarios/{scenario}", "--set", setting], cwd=REPO)
+    done = run_wss_here(["validate", f"scenarios/{scenario}", "--set", setting], cwd=REPO)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert f"scenarios/{scenario}" in done.stderr

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from core_helpers import SCENARIOS, run_wss
+from core_helpers import SCENARIOS, run_wss_here
 
 import wss
 from wss import files
@@ -56,7 +56,7 @@ def _outputs(out: Path, result: Path, tmp: Path) -> dict[str, list]:
 def _reference(name: str, result: Path, tmp: Path) -> bytes:
     """What the command writes to a regular file."""
     ref = tmp / "reference.out"
-    run = run_wss([str(a) for a in _outputs(ref, result, tmp / "ref")[name]], cwd=tmp)
+    run = run_wss_here([str(a) for a in _outputs(ref, result, tmp / "ref")[name]], cwd=tmp)
     assert run.returncode == 0, run.stderr
     return ref.read_bytes()
 
@@ -67,7 +67,7 @@ def test_a_fifo_gets_the_bytes_and_stays_a_fifo(tmp_path, result_file, name):
     os.mkfifo(fifo)
     reader = FifoReader(fifo)
     reader.start()
-    run = run_wss([str(a) for a in _outputs(fifo, result_file, tmp_path)[name]], cwd=tmp_path)
+    run = run_wss_here([str(a) for a in _outputs(fifo, result_file, tmp_path)[name]], cwd=tmp_path)
     reader.join(timeout=60)
     assert run.returncode == 0, run.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
@@ -86,7 +86,7 @@ def test_a_private_device_node_stays_that_device(tmp_path, result_file, name):
     """A private copy of /dev/null (character device 1, 3): the real one is never touched by the suite."""
     node = tmp_path / "null"
     os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    run = run_wss([str(a) for a in _outputs(node, result_file, tmp_path)[name]], cwd=tmp_path)
+    run = run_wss_here([str(a) for a in _outputs(node, result_file, tmp_path)[name]], cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     st = os.lstat(node)
     assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3)
@@ -99,19 +99,19 @@ def test_a_socket_is_refused_in_one_line(tmp_path):
     path = tmp_path / "sock"
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(path))
-        run = run_wss(["schema", "-o", path], cwd=tmp_path)
+        run = run_wss_here(["schema", "-o", path], cwd=tmp_path)
     assert run.returncode == 2 and run.stderr == f"error: cannot write {path}: it is a socket, which cannot be " \
         "written as a file\n"
     assert stat.S_ISSOCK(os.lstat(path).st_mode)
 
 
 def test_dash_prints_where_a_command_has_one_output(tmp_path, result_file):
-    printed = run_wss(["schema", "-o", "-"], cwd=tmp_path)
-    assert printed.returncode == 0 and printed.stdout == run_wss(["schema"], cwd=tmp_path).stdout
-    csv = run_wss(["report", result_file, "--csv", "-"], cwd=tmp_path)
+    printed = run_wss_here(["schema", "-o", "-"], cwd=tmp_path)
+    assert printed.returncode == 0 and printed.stdout == run_wss_here(["schema"], cwd=tmp_path).stdout
+    csv = run_wss_here(["report", result_file, "--csv", "-"], cwd=tmp_path)
     assert csv.returncode == 0 and csv.stdout.encode() == _reference("report --csv", result_file, tmp_path)
     assert not (tmp_path / "-").exists()
-    both = run_wss(["report", result_file, "--csv", "-", "--verdict"], cwd=tmp_path)
+    both = run_wss_here(["report", result_file, "--csv", "-", "--verdict"], cwd=tmp_path)
     assert both.returncode == 2 and "--csv - prints the CSV on standard output" in both.stderr
 
 

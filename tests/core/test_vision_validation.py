@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from core_helpers import run_wss
+from core_helpers import run_wss_here
 
 from wss.cli import main
 
@@ -79,7 +79,7 @@ def test_bad_vision_input_is_one_line_naming_the_field(name, tmp_path, capsys):
 def test_the_command_exits_2_without_a_traceback(tmp_path):
     path = tmp_path / "vit.yaml"
     path.write_text(VIT, encoding="utf-8")
-    run = run_wss(["validate", path, "--set", "workload.model.layers.0.patch_size=15"], cwd=tmp_path)
+    run = run_wss_here(["validate", path, "--set", "workload.model.layers.0.patch_size=15"], cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith(f"error: {path}: workload.model.layers.0.patch_size")
 
