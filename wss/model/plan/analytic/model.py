@@ -19,13 +19,13 @@ from wss.model.machine.release_rates import release_wafer
 from wss.model.machine.wafer_rates import nonweight_flops
 from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.plan.activation_store import offload_bytes_per_token
-from wss.model.plan.analytic.optimizer import Jobs
+from wss.model.plan.analytic.optimizer import Jobs, fifo
 from wss.model.plan.analytic.path import Path, Way
 from wss.model.plan.analytic.returns import returns_matter
 from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
-from wss.model.plan.analytic.sends import send_waits
-from wss.model.plan.analytic.step import StepEstimate, evaluate
-from wss.model.plan.analytic.sweep import Columns, Sweeper
+from wss.model.plan.analytic.sends import Sends
+from wss.model.plan.analytic.step import Inputs, StepEstimate, evaluate
+from wss.model.plan.analytic.sweep import Columns, Sweep, Sweeper
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, WaferOp
@@ -57,6 +57,11 @@ class StepModel:
                          clipped=scenario.training.gradient_clipping == "global_norm")
         self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
         self._send_waits: dict[int, float] = {}
+        self._inputs: Inputs | None = None
+        # (sweep's id, job kind, first micro-batch or a later one, more than one) -> the sweep (kept, so that its
+        # id is not reused) and its jobs through the optimizer's queue
+        self._fifo: dict[tuple[int, str, int, bool], tuple[Sweep, tuple[float, float, float]]] = {}
+        self._sends: Sends | None = None  # the forward pass's blocks whose inputs go out (with offload)
         self._block_inputs: dict[int, float] | None = None
         wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
         self._op_flops = np.zeros(len(self.ops))
@@ -107,6 +112,25 @@ class StepModel:
         if self._block_inputs is None:
             self._block_inputs = offloaded_block_inputs(self.scenario, self.ops)
         return self._block_inputs
+
+    def inputs(self) -> Inputs:
+        """What every candidate's inputs and fixed costs read of the scenario (worked out once per model)."""
+        if self._inputs is None:
+            self._inputs = Inputs.of(self)
+        return self._inputs
+
+    def fifo(self, sw: Sweep, order: np.ndarray, kind: str, micro_batch: int, micro_batches: int
+             ) -> tuple[float, float, float]:
+        """The optimizer's queue (:func:`~wss.model.plan.analytic.optimizer.fifo`) for the jobs of ``kind`` of
+        micro-batch ``micro_batch`` of ``micro_batches``, whose gradients arrive as sweep ``sw`` says, for the
+        kernels of its schedule's backward passes in ``order`` (shared by every candidate whose micro-batch made
+        that sweep, as the sweeps are: a sweep is of one schedule, and so of one order)."""
+        key = (id(sw), kind, min(micro_batch, 1), micro_batches > 1)  # what the jobs' services depend on
+        found = self._fifo.get(key)
+        if found is None:
+            services = self.jobs.services(kind, micro_batch, micro_batches)[0][order]
+            found = self._fifo[key] = (sw, fifo(sw.arrivals, services))
+        return found[1]
 
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
@@ -174,12 +198,12 @@ class StepModel:
         to leave SRAM (:mod:`~wss.model.plan.analytic.sends`; each pass the longer of its paced compute and its
         stream, as in :meth:`forward_starts`)."""
         if tokens not in self._send_waits:
-            sched = self.schedule(True)
+            if self._sends is None:
+                sched, path = self.schedule(True), self.path
+                self._sends = Sends(sched.pos, sched.phase, self.block_inputs(), path.edge_Bps, path.port_buffer_bytes,
+                                    path.offload_chunk_bytes)
             _, paced = self.pass_seconds(True, tokens)
-            path = self.path
-            self._send_waits[tokens] = send_waits(sched.pos, sched.phase, np.maximum(paced, sched.stream_s),
-                                                  self.block_inputs(), tokens, path.edge_Bps, path.port_buffer_bytes,
-                                                  path.offload_chunk_bytes)
+            self._send_waits[tokens] = self._sends.waits(np.maximum(paced, self.schedule(True).stream_s), tokens)
         return self._send_waits[tokens]
 
     def columns(self, recompute: bool, offload: bool) -> Columns:
