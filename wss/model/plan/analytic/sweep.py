@@ -129,26 +129,26 @@ class Sweeper:
         t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
         back = 0.0  # every block input is taken by its recompute: none is on the wire when a micro-batch starts
         parts: list[np.ndarray] = []
+        segment = self._segment
         for cls, spans in self.sched.runs:
-            i = 0
-            while i < len(spans):
-                seg = self._segment(*spans[i], cls, lead, lag, back)
-                copies = 1
-                if i + 1 < len(spans) and self._segment(*spans[i + 1], cls, seg.lead_out, seg.lag_out,
-                                                        seg.returning_out) is seg:
-                    copies = len(spans) - i  # a fixed point: every copy left in the run repeats this one
-                if copies == 1:
-                    parts.append(seg.arrivals + t)
-                else:
+            i, n = 0, len(spans)
+            while i < n:
+                seg = segment(*spans[i], cls, lead, lag, back)
+                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
+                if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back) is seg:
+                    copies = n - i  # a fixed point: every copy left in the run repeats this one
                     starts = t + seg.duration * np.arange(copies)
                     parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
+                else:
+                    copies = 1
+                    parts.append(seg.arrivals + t)
                 t += copies * seg.duration
                 compute += copies * seg.compute
                 flash += copies * seg.flash
                 flash_wait += copies * seg.flash_wait
                 held += copies * seg.held
-                p_c, p_s, p_f = p_c + copies * seg.paced[0], p_s + copies * seg.paced[1], p_f + copies * seg.paced[2]
-                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
+                paced = seg.paced
+                p_c, p_s, p_f = p_c + copies * paced[0], p_s + copies * paced[1], p_f + copies * paced[2]
                 i += copies
         arrivals = np.concatenate(parts) if parts else np.zeros(0)
         return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals, held)
