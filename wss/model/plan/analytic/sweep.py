@@ -39,24 +39,30 @@ class Columns:
 
     def __init__(self, sched: Schedule):
         offload = bool(sched.takes_input.any())
+        to_memoryx = (sched.phase == 2) & (sched.kernel >= 0)
+        # A pass that streams nothing, prefetches nothing and sends nothing up takes its compute, and the stream
+        # runs ahead meanwhile (a non-weight op): the recursion's short way, which adds the same numbers.
+        quiet = (sched.chunks == 0) & (sched.up_chunks == 0) & (sched.flash_s == 0.0) & ~to_memoryx
         self._arrays = [sched.stream_s, sched.chunks, sched.up_s, sched.up_chunks, sched.lag_cap, sched.lead_cap,
                         np.roll(sched.lead_cap, -1), sched.flash_s, sched.flash_share, sched.climb_s,
-                        sched.up_chunk_s, (sched.phase == 2) & (sched.kernel >= 0)]
+                        sched.up_chunk_s, to_memoryx]
         self._takes = sched.takes_input if offload else None
         self._wire = np.stack(sched.wire, axis=1) if offload else None
+        self._quiet = quiet
         self._spans: dict[tuple[int, int], list[list[Any]]] = {}
 
     def span(self, a: int, b: int) -> list[list[Any]]:
         """Passes ``a .. b - 1``: stream, chunks, up, up chunks, lag cap, lead cap as each pass begins and as it
         ends, flash seconds and share, climb, up chunk seconds, whether its gradient goes to MemoryX, whether it
-        takes its block's input, and its wire figures (one list of :data:`~wss.model.plan.analytic.returns.WIRE`
-        per pass)."""
+        takes its block's input, its wire figures (one list of :data:`~wss.model.plan.analytic.returns.WIRE`
+        per pass), and whether it streams, prefetches and sends up nothing."""
         key = (a, b)
         found = self._spans.get(key)
         if found is None:
             found = [col[a:b].tolist() for col in self._arrays]
             found.append(self._takes[a:b].tolist() if self._takes is not None else [])
             found.append(self._wire[a:b].tolist() if self._wire is not None else [])
+            found.append(self._quiet[a:b].tolist())
             self._spans[key] = found
         return found
 
@@ -174,7 +180,7 @@ class Sweeper:
         """The recursion over passes ``a .. b - 1`` (see the module docstring); ``back``: edge seconds of block
         inputs still to come back (:mod:`~wss.model.plan.analytic.returns`)."""
         stream, chunks, up, up_chunks, lag_cap, cap_in, cap_out, flash_s, share, climb, up_chunk, returns, takes, \
-            wire = self.columns.span(a, b)
+            wire, quiet = self.columns.span(a, b)
         comp, paced, adds = self.span(a, b)
         t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
         arrivals = []
@@ -184,6 +190,15 @@ class Sweeper:
                 hold, dur, lead, back = _returning(c, n, s_total, paced[i], lead, back, adds[i], takes[i],
                                                    cap_in[i], cap_out[i], up_chunks[i], lag + up[i] - lag_cap[i],
                                                    wire[i])
+            elif quiet[i]:  # dur = c, no wait: what the lines below come to, each float added the same way
+                ahead = lead + c
+                lead = ahead if ahead < cap_out[i] else cap_out[i]
+                rest = lag - c
+                lag = rest if rest > 0.0 else 0.0
+                t += c
+                compute += c
+                p_c += c
+                continue
             else:
                 hold = 0.0
                 if n:
