@@ -141,13 +141,14 @@ class Sweeper:
             while i < n:
                 seg = segment(*spans[i], cls, lead, lag, back)
                 lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
-                if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back) is seg:
-                    copies = n - i  # a fixed point: every copy left in the run repeats this one
-                    starts = t + seg.duration * np.arange(copies)
-                    parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
-                else:
-                    copies = 1
-                    parts.append(seg.arrivals + t)
+                # A fixed point: every copy left in the run repeats this one.
+                copies = n - i if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back) is seg else 1
+                if seg.arrivals.size:  # (a forward segment sends no gradient up)
+                    if copies > 1:
+                        starts = t + seg.duration * np.arange(copies)
+                        parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
+                    else:
+                        parts.append(seg.arrivals + t)
                 t += copies * seg.duration
                 compute += copies * seg.compute
                 flash += copies * seg.flash
