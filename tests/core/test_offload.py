@@ -13,7 +13,7 @@ from wss.model.plan.activation_sram import activation_elements_per_token, block_
 from wss.model.plan.analytic import StepModel
 from wss.model.plan.analytic.returns import WIRE, returns_matter, wire_figures
 from wss.model.plan.analytic.sends import send_waits
-from wss.model.plan.analytic.sweep import Sweeper, columns
+from wss.model.plan.analytic.sweep import Columns, Sweeper
 from wss.model.workload import WaferOp
 
 D, BLOCKS, SEQ = 256, 4, 64
@@ -143,8 +143,7 @@ def test_block_inputs_that_fit_in_the_streams_gaps_in_time_change_no_sweep():
     plain = model.sweeper(True, tokens)
     assert not returns_matter(sched.wire, sched.return_s * tokens, sched.takes_input, plain.compute)
     assert model.sweeper(True, tokens, offload=True) is plain
-    forced = Sweeper(sched, columns(sched, plain.columns), plain.compute, plain.paced,
-                     (sched.return_s * tokens).tolist(), plain)
+    forced = Sweeper(sched, Columns(sched), plain.compute, plain.paced, sched.return_s * tokens, plain)
     a, b = forced.sweep(0.0, 0.0), plain.sweep(0.0, 0.0)
     assert (a.duration, a.lead_out, a.lag_out, a.held) == (b.duration, b.lead_out, b.lag_out, 0.0)
     assert wss.estimate(raw).step_time_s == pytest.approx(wss.simulate(raw).step_time_s, rel=1e-9)

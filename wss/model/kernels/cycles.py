@@ -231,12 +231,13 @@ def kernel_cycles(kind: str, profile: NnzProfile, tokens: int, wafer: WaferConfi
         fill = (R + C) * wafer.hop_latency_cycles
         gather = math.ceil(tokens * profile.in_features / (wafer.cores * wafer.simd_width))
         return KernelCycles((gather + fill) / eff, (2 * gather + fill) / eff, 0, axpy, t_c, "gather")
-    lay = lane_layout(choose_lanes(profile, tokens, wafer), tokens, R, C, wafer.simd_width)
+    fab = _Fabric.of(profile, wafer)  # read once: the lane choice and the closed form both take it
+    lanes = _best_lanes(fab, profile.nnz, tokens, R, wafer.simd_width, wafer.max_lanes)  # choose_lanes
+    lay = lane_layout(lanes, tokens, R, C, wafer.simd_width)
     busy_in = profile.busiest_input_row(lay.rows)
     busy_out = profile.busiest_output_row(lay.rows)
     f, bd, bw, cores_f, ring_f = _pass_cycles(float(busy_in), float(busy_out), float(lay.rows),
-                                              float(lay.tokens_per_core), float(lay.axpy_cycles),
-                                              _Fabric.of(profile, wafer), max)
+                                              float(lay.tokens_per_core), float(lay.axpy_cycles), fab, max)
     bound = "partial_sum_ring" if ring_f > cores_f else "axpy"
     return KernelCycles(float(f) / eff, float(bd + bw) / eff, busy_in, lay.axpy_cycles, lay.tokens_per_core,
                         bound, lay.lanes)

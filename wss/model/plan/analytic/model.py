@@ -19,13 +19,13 @@ from wss.model.machine.release_rates import release_wafer
 from wss.model.machine.wafer_rates import nonweight_flops
 from wss.model.plan.activation_sram import offloaded_block_inputs
 from wss.model.plan.activation_store import offload_bytes_per_token
-from wss.model.plan.analytic.optimizer import Jobs
+from wss.model.plan.analytic.optimizer import Jobs, fifo
 from wss.model.plan.analytic.path import Path, Way
 from wss.model.plan.analytic.returns import returns_matter
 from wss.model.plan.analytic.schedule import Schedule, offloaded, schedule
-from wss.model.plan.analytic.sends import send_waits
-from wss.model.plan.analytic.step import StepEstimate, evaluate
-from wss.model.plan.analytic.sweep import Sweeper, columns
+from wss.model.plan.analytic.sends import Sends
+from wss.model.plan.analytic.step import Inputs, StepEstimate, evaluate
+from wss.model.plan.analytic.sweep import Columns, Sweep, Sweeper
 from wss.model.plan.types import KernelPlan, Plan
 from wss.model.scenario import PRECISION_BYTES, Scenario
 from wss.model.workload import Op, WaferOp
@@ -57,6 +57,11 @@ class StepModel:
                          clipped=scenario.training.gradient_clipping == "global_norm")
         self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
         self._send_waits: dict[int, float] = {}
+        self._inputs: Inputs | None = None
+        # (sweep's id, job kind, first micro-batch or a later one, more than one) -> the sweep (kept, so that its
+        # id is not reused) and its jobs through the optimizer's queue
+        self._fifo: dict[tuple[int, str, int, bool], tuple[Sweep, tuple[float, float, float]]] = {}
+        self._sends: Sends | None = None  # the forward pass's blocks whose inputs go out (with offload)
         self._block_inputs: dict[int, float] | None = None
         wafer_ops = [(pos, op) for pos, op in enumerate(self.ops) if isinstance(op, WaferOp)]
         self._op_flops = np.zeros(len(self.ops))
@@ -66,9 +71,10 @@ class StepModel:
         self._cycle_classes: list[int] = []  # a kernel of each class
         self._cycle_class: list[int] = []  # each kernel's class
         self._schedules: dict[tuple[bool, bool], Schedule] = {}
-        self._columns: dict[tuple[bool, bool], list[list[Any]]] = {}
+        self._columns: dict[tuple[bool, bool], Columns] = {}
         self._sweepers: dict[tuple[bool, bool, int], Sweeper] = {}
-        self._pass_lists: dict[tuple[bool, int], tuple[list[float], list[float]]] = {}
+        self._pass_s: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._sources: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         # Kernels of one kind and profile (or dense shape) have the same cycles: each class is costed once.
         classes: dict[Any, int] = {}
         for kp in self.kernels:
@@ -107,6 +113,25 @@ class StepModel:
             self._block_inputs = offloaded_block_inputs(self.scenario, self.ops)
         return self._block_inputs
 
+    def inputs(self) -> Inputs:
+        """What every candidate's inputs and fixed costs read of the scenario (worked out once per model)."""
+        if self._inputs is None:
+            self._inputs = Inputs.of(self)
+        return self._inputs
+
+    def fifo(self, sw: Sweep, order: np.ndarray, kind: str, micro_batch: int, micro_batches: int
+             ) -> tuple[float, float, float]:
+        """The optimizer's queue (:func:`~wss.model.plan.analytic.optimizer.fifo`) for the jobs of ``kind`` of
+        micro-batch ``micro_batch`` of ``micro_batches``, whose gradients arrive as sweep ``sw`` says, for the
+        kernels of its schedule's backward passes in ``order`` (shared by every candidate whose micro-batch made
+        that sweep, as the sweeps are: a sweep is of one schedule, and so of one order)."""
+        key = (id(sw), kind, min(micro_batch, 1), micro_batches > 1)  # what the jobs' services depend on
+        found = self._fifo.get(key)
+        if found is None:
+            services = self.jobs.services(kind, micro_batch, micro_batches)[0][order]
+            found = self._fifo[key] = (sw, fifo(sw.arrivals, services))
+        return found[1]
+
     def kernel_seconds(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Forward and backward seconds of every kernel at ``tokens`` tokens (kernels of one profile costed once)."""
         if tokens not in self._kernel_s:
@@ -123,19 +148,35 @@ class StepModel:
 
     def pass_seconds(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """Every pass's compute ``C`` at ``tokens`` tokens, and ``C`` paced by the intake's credits: the wafer
-        starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks."""
-        sched = self.schedule(recompute)
-        kf, kb = self.kernel_seconds(tokens)
-        rate = nonweight_flops(release_wafer(self.scenario.hardware))
-        f = self._op_flops * tokens
-        backward = sched.phase == 2
-        k = np.maximum(sched.kernel, 0)
-        on_kernel = np.where(backward, kb[k], kf[k])
-        on_op = np.where(backward, (f * self._op_backward / rate)[sched.pos], (f / rate)[sched.pos])
-        c = np.where(sched.kernel >= 0, on_kernel, on_op)
-        n = np.maximum(sched.chunks, 1)
-        credit = n * (self.path.hop_s + c / n) / (sched.slots_in + 1)
-        return c, np.where(sched.chunks > 0, np.maximum(c, credit), c)
+        starts a chunk only after its flight from the last level, and its intake holds ``b`` chunks (worked out
+        once per size: the sweeps, the sends and the forward starts all read them; read-only)."""
+        key = (recompute, tokens)
+        if key not in self._pass_s:
+            source, n, slots, chunked = self._pass_source(recompute)
+            kf, kb = self.kernel_seconds(tokens)
+            rate = nonweight_flops(release_wafer(self.scenario.hardware))
+            f = self._op_flops * tokens
+            # Each pass's compute is one of: a kernel's forward, its backward, an op's forward or its backward.
+            c = np.concatenate((kf, kb, f / rate, f * self._op_backward / rate))[source]
+            credit = n * (self.path.hop_s + c / n) / slots
+            paced = np.where(chunked, np.maximum(c, credit), c)
+            c.flags.writeable = paced.flags.writeable = False
+            self._pass_s[key] = (c, paced)
+        return self._pass_s[key]
+
+    def _pass_source(self, recompute: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per pass of the schedule: where its compute comes from in :meth:`pass_seconds`' figures (kernels'
+        forward, kernels' backward, ops' forward, ops' backward, one after the other), its chunks (at least one),
+        its intake's chunks plus one, and whether it streams."""
+        if recompute not in self._sources:
+            sched = self.schedule(recompute)
+            n_k, n_ops = len(self.kernels), len(self.ops)
+            backward = sched.phase == 2
+            on_kernel = np.where(backward, n_k, 0) + np.maximum(sched.kernel, 0)
+            on_op = 2 * n_k + np.where(backward, n_ops, 0) + sched.pos
+            self._sources[recompute] = (np.where(sched.kernel >= 0, on_kernel, on_op), np.maximum(sched.chunks, 1),
+                                        sched.slots_in + 1, sched.chunks > 0)
+        return self._sources[recompute]
 
     def forward_starts(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """The kernel of each forward pass of a kernel in a micro-batch of ``tokens`` tokens, and when the pass
@@ -157,13 +198,20 @@ class StepModel:
         to leave SRAM (:mod:`~wss.model.plan.analytic.sends`; each pass the longer of its paced compute and its
         stream, as in :meth:`forward_starts`)."""
         if tokens not in self._send_waits:
-            sched = self.schedule(True)
+            if self._sends is None:
+                sched, path = self.schedule(True), self.path
+                self._sends = Sends(sched.pos, sched.phase, self.block_inputs(), path.edge_Bps, path.port_buffer_bytes,
+                                    path.offload_chunk_bytes)
             _, paced = self.pass_seconds(True, tokens)
-            path = self.path
-            self._send_waits[tokens] = send_waits(sched.pos, sched.phase, np.maximum(paced, sched.stream_s),
-                                                  self.block_inputs(), tokens, path.edge_Bps, path.port_buffer_bytes,
-                                                  path.offload_chunk_bytes)
+            self._send_waits[tokens] = self._sends.waits(np.maximum(paced, self.schedule(True).stream_s), tokens)
         return self._send_waits[tokens]
+
+    def columns(self, recompute: bool, offload: bool) -> Columns:
+        """A schedule's figures as the sweeps read them (shared by every micro-batch size)."""
+        key = (recompute, offload)
+        if key not in self._columns:
+            self._columns[key] = Columns(self.schedule(recompute, offload))
+        return self._columns[key]
 
     def sweeper(self, recompute: bool, tokens: int, offload: bool = False) -> Sweeper:
         """The sweeps of one micro-batch of ``tokens`` tokens (shared by every candidate with that size).
@@ -173,24 +221,16 @@ class StepModel:
         key = (recompute, offload, tokens)
         if key not in self._sweepers:
             sched = self.schedule(recompute, offload)
-            if (recompute, tokens) not in self._pass_lists:
-                c, paced = self.pass_seconds(recompute, tokens)
-                self._pass_lists[(recompute, tokens)] = (c.tolist(), paced.tolist())
-            compute, paced_s = self._pass_lists[(recompute, tokens)]
+            compute, paced = self.pass_seconds(recompute, tokens)
             if offload:
                 plain = self.sweeper(recompute, tokens)
                 returns = sched.return_s * tokens
                 if not returns_matter(sched.wire, returns, sched.takes_input, compute):
                     self._sweepers[key] = plain  # the block inputs come back in the stream's gaps, in time
                     return plain
-                if (recompute, True) not in self._columns:
-                    self._columns[(recompute, True)] = columns(sched, plain.columns)
-                self._sweepers[key] = Sweeper(sched, self._columns[(recompute, True)], compute, paced_s,
-                                              returns.tolist(), plain)
+                self._sweepers[key] = Sweeper(sched, self.columns(recompute, True), compute, paced, returns, plain)
             else:
-                if (recompute, False) not in self._columns:
-                    self._columns[(recompute, False)] = columns(sched)
-                self._sweepers[key] = Sweeper(sched, self._columns[(recompute, False)], compute, paced_s)
+                self._sweepers[key] = Sweeper(sched, self.columns(recompute, False), compute, paced)
         return self._sweepers[key]
 
     def evaluate(self, micro_batches: Sequence[int], checkpointing: str) -> StepEstimate:

@@ -113,12 +113,17 @@ class Jobs:
         key = (id(order), micro_batches > 1)
         if key not in self._after:
             service, read = self.services("update", micro_batches - 1, micro_batches)
-            reads = after = 0.0
-            for k in order.tolist():
-                if not self.kernels[k].owns_state:
-                    continue
-                reads += float(read[k])
-                after = float(service[k] - read[k]) if read[k] else after + float(service[k])
+            owned = order[self.owns[order]]  # a tied kernel's update is its owner's
+            r, sv = read[owned], service[owned]
+            # In order, one at a time (cumulative sums add left to right, as a loop would): every read, and the
+            # work from the last flash-resident update's writes on (every update when none reads flash).
+            reads = float(np.cumsum(r)[-1]) if r.size else 0.0
+            flash = np.flatnonzero(r)
+            if flash.size:
+                j = int(flash[-1])
+                after = float(np.cumsum(np.concatenate(([sv[j] - r[j]], sv[j + 1:])))[-1])
+            else:
+                after = float(np.cumsum(sv)[-1]) if sv.size else 0.0
             self._after[key] = (reads, after)
         return self._after[key]
 

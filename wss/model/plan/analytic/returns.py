@@ -25,7 +25,7 @@ the next pass that streams (its stream is the one running ahead).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -87,7 +87,7 @@ def returns_per_token(pos: np.ndarray, phase: np.ndarray, block_inputs: Mapping[
 
 
 def returns_matter(wire: tuple[np.ndarray, ...], return_s: np.ndarray, takes: np.ndarray,
-                   compute_s: Sequence[float]) -> bool:
+                   compute_s: np.ndarray) -> bool:
     """Could the block inputs coming back change any pass of a micro-batch with these passes' seconds?
 
     Not if no pass slows while they do (``k1 = 0``: each activation chunk fits in a gap of the stream) and each
@@ -97,6 +97,6 @@ def returns_matter(wire: tuple[np.ndarray, ...], return_s: np.ndarray, takes: np
     k1, _, _, r, _ = wire
     if (k1 > 0).any():
         return True
-    drained = np.concatenate(([0.0], np.cumsum(r * np.asarray(compute_s))))
+    drained = np.concatenate(([0.0], np.cumsum(r * compute_s)))
     added, needed = np.flatnonzero(return_s > 0), np.flatnonzero(takes)  # one of each per block, in order
     return bool((return_s[added] > drained[needed[:added.size]] - drained[added]).any())

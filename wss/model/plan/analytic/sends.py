@@ -27,32 +27,56 @@ import numpy as np
 
 from wss.model.machine.figures import MIN_CHUNKS_BUFFERED
 
-__all__ = ["send_waits"]
+__all__ = ["Sends", "send_waits"]
+
+
+class Sends:
+    """The blocks of one schedule's forward pass whose inputs go out: where each starts and its input's bytes per
+    token, found once per schedule (every micro-batch size then costs one cumulative sum and a line per block)."""
+
+    def __init__(self, pos: np.ndarray, phase: np.ndarray, block_inputs: Mapping[int, float], edge_Bps: float,
+                 buffer_bytes: int, chunk_bytes: float):
+        """``pos`` and ``phase``: each pass's op position and phase (0 forward), in execution order;
+        ``block_inputs`` maps the op starting each offloaded block to its input's bytes per token;
+        ``buffer_bytes`` is the buffer in front of the edge going up and ``chunk_bytes`` an offload chunk's
+        largest size."""
+        self.forward = phase == 0
+        fpos = pos[self.forward]
+        starts = np.flatnonzero(np.isin(fpos, np.fromiter(block_inputs, dtype=np.int64, count=len(block_inputs))))
+        self.starts = starts
+        self.per_token = [block_inputs[p] for p in fpos[starts].tolist()]
+        self.edge_Bps, self.buffer_bytes, self.chunk_bytes = edge_Bps, buffer_bytes, chunk_bytes
+
+    def waits(self, took_s: np.ndarray, tokens: int) -> float:
+        """Seconds a micro-batch of ``tokens`` tokens waits in its forward pass for its block inputs to leave SRAM
+        (module docstring), each pass taking ``took_s`` (in execution order)."""
+        starts = self.starts
+        if starts.size < 2:
+            return 0.0
+        done = np.concatenate(([0.0], np.cumsum(took_s[self.forward])))
+        work = (done[starts[1:]] - done[starts[:-1]]).tolist()  # each block's forward seconds but the last's
+        edge_Bps, buffer_bytes, chunk_bytes = self.edge_Bps, self.buffer_bytes, self.chunk_bytes
+        on_edge: dict[float, tuple[float, float]] = {}  # per size of block input: its seconds on the edge, and held
+        for per_token in self.per_token:  # a model's blocks share a few sizes of input: each is worked out once
+            if per_token not in on_edge:
+                nbytes = per_token * tokens
+                # The buffer admits at least MIN_CHUNKS_BUFFERED chunks, and the wire holds one more.
+                chunk = nbytes / max(1, math.ceil(nbytes / chunk_bytes))
+                on_edge[per_token] = (nbytes / edge_Bps,
+                                      (max(buffer_bytes, MIN_CHUNKS_BUFFERED * chunk) + chunk) / edge_Bps)
+        t = edge = waits = 0.0
+        for k, per_token in enumerate(self.per_token[:-1]):
+            sent, held = on_edge[per_token]
+            edge = (edge if edge > t else t) + sent
+            ready = t + work[k]
+            late = edge - held
+            t = late if late > ready else ready
+            waits += t - ready
+        return waits
 
 
 def send_waits(pos: np.ndarray, phase: np.ndarray, took_s: np.ndarray, block_inputs: Mapping[int, float],
                tokens: int, edge_Bps: float, buffer_bytes: int, chunk_bytes: float) -> float:
-    """Seconds a micro-batch's forward pass waits for its block inputs to leave SRAM (module docstring).
-
-    ``pos``, ``phase`` and ``took_s`` are each pass's op position, phase (0 forward) and seconds, in execution
-    order; ``block_inputs`` maps the op starting each offloaded block to its input's bytes per token;
-    ``buffer_bytes`` is the buffer in front of the edge going up and ``chunk_bytes`` an offload chunk's
-    largest size."""
-    forward = phase == 0
-    fpos = pos[forward]
-    starts = np.flatnonzero(np.isin(fpos, np.fromiter(block_inputs, dtype=np.int64, count=len(block_inputs))))
-    if starts.size < 2:
-        return 0.0
-    done = np.concatenate(([0.0], np.cumsum(took_s[forward])))
-    work = (done[starts[1:]] - done[starts[:-1]]).tolist()  # each block's forward seconds but the last's
-    sent = [block_inputs[p] * tokens for p in fpos[starts].tolist()]
-    t = edge = waits = 0.0
-    for k, nbytes in enumerate(sent[:-1]):
-        # The buffer admits at least MIN_CHUNKS_BUFFERED chunks, and the wire holds one more.
-        chunk = nbytes / max(1, math.ceil(nbytes / chunk_bytes))
-        held = (max(buffer_bytes, MIN_CHUNKS_BUFFERED * chunk) + chunk) / edge_Bps
-        edge = max(edge, t) + nbytes / edge_Bps
-        ready = t + work[k]
-        t = max(ready, edge - held)
-        waits += t - ready
-    return waits
+    """Seconds a micro-batch's forward pass waits for its block inputs to leave SRAM (module docstring; see
+    :class:`Sends` for the arguments, ``took_s`` each pass's seconds)."""
+    return Sends(pos, phase, block_inputs, edge_Bps, buffer_bytes, chunk_bytes).waits(took_s, tokens)

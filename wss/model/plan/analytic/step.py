@@ -26,14 +26,13 @@ from wss.model.machine.input_rate import input_transfer_s, preparation_samples_p
 from wss.model.machine.runtime_costs import fixed_costs_s, weight_passes
 from wss.model.machine.swarmx_path import edge_Bps
 from wss.model.plan.activation_store import store_extra_s, store_rates
-from wss.model.plan.analytic.optimizer import fifo
 from wss.model.plan.analytic.sweep import Sweep, Sweeper
 from wss.model.plan.pacing import BREAKDOWN_CATEGORIES
 
 if TYPE_CHECKING:
     from wss.model.plan.analytic.model import StepModel
 
-__all__ = ["StepEstimate", "evaluate", "TERMS", "RECOMPUTING"]
+__all__ = ["StepEstimate", "Inputs", "evaluate", "TERMS", "RECOMPUTING"]
 
 #: The additive terms of one step (``StepEstimate.terms``), in the order they are reported.
 TERMS = ("passes", "fill", "drain", "update", "optimizer_tail", "flash_excess", "input", "switch", "runtime",
@@ -77,6 +76,26 @@ class _Step:
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What a candidate's inputs and fixed costs read of the scenario (the same for every candidate of a plan)."""
+
+    tokens_per_sample: int
+    per_sample: float  # bytes of one sample's input
+    prepare_rate: float | None  # samples per second the input workers prepare (None: no limit)
+    # The wafer pays a micro-batch's fixed costs (and a step's, at its first) before it waits for the input,
+    # so they hide under that wait, and the stream and the inputs move on meanwhile (components/wafer.py).
+    before_input: tuple[float, float]  # a micro-batch's fixed costs, and the step's first micro-batch's
+
+    @classmethod
+    def of(cls, model: StepModel) -> Inputs:
+        s = model.scenario
+        runtime = s.hardware.runtime
+        return cls(s.seq_len, input_bytes_per_sample(s, model.kernels[0].kernel.in_features),
+                   preparation_samples_per_s(s),
+                   (runtime.micro_batch_overhead_s, runtime.micro_batch_overhead_s + runtime.step_overhead_s))
+
+
 class _Candidate:
     """One candidate's micro-batches on the model's shared sweeps."""
 
@@ -86,15 +105,11 @@ class _Candidate:
         self.recompute = checkpointing in RECOMPUTING
         self.offload = checkpointing == "offload"
         self.sched = model.schedule(self.recompute, self.offload)
-        s = model.scenario
-        self.tokens_per_sample = s.seq_len
-        self.per_sample = input_bytes_per_sample(s, model.kernels[0].kernel.in_features)
-        self.prepare_rate = preparation_samples_per_s(s)
-        # The wafer pays a micro-batch's fixed costs (and a step's, at its first) before it waits for the input,
-        # so they hide under that wait, and the stream and the inputs move on meanwhile (components/wafer.py).
-        runtime = s.hardware.runtime
-        self.before_input = (runtime.micro_batch_overhead_s, runtime.micro_batch_overhead_s + runtime.step_overhead_s)
-        self._fifo: dict[tuple[int, str, int], tuple[float, float, float]] = {}
+        inputs = model.inputs()
+        self.tokens_per_sample = inputs.tokens_per_sample
+        self.per_sample = inputs.per_sample
+        self.prepare_rate = inputs.prepare_rate
+        self.before_input = inputs.before_input
 
     def sweeper(self, m: int) -> Sweeper:
         return self.model.sweeper(self.recompute, self.micro_batches[m] * self.tokens_per_sample, self.offload)
@@ -146,15 +161,11 @@ class _Candidate:
         last step for all of them.
         """
         jobs, n_mb = self.model.jobs, len(self.micro_batches)
-        order = self.sched.backward_kernels
         start = free = arrival = 0.0
         for m, sw in enumerate(runs):
             start += waits[m] + (self.before_input[0] if m else 0.0)  # a micro-batch's fixed cost, then its input
             kind, index = (jobs.last_kind(), n_mb - 1) if m == n_mb - 1 else ("accumulate", min(m, 1))
-            key = (id(sw), kind, index)
-            if key not in self._fifo:
-                self._fifo[key] = fifo(sw.arrivals, jobs.services(kind, index, n_mb)[0][order])
-            lead_in, total, last = self._fifo[key]
+            lead_in, total, last = self.model.fifo(sw, self.sched.backward_kernels, kind, index, n_mb)
             free = max(free, start + lead_in) + total
             arrival = start + last
             start += sw.duration

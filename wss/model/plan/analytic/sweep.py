@@ -25,22 +25,46 @@ import numpy as np
 from wss.model.plan.analytic.schedule import Schedule
 from wss.model.plan.pacing import PACING_TOLERANCE
 
-__all__ = ["Sweep", "Sweeper", "columns"]
+__all__ = ["Columns", "Sweep", "Sweeper"]
 
 
-def columns(sched: Schedule, plain: list[list[Any]] | None = None) -> list[list[Any]]:
-    """The schedule's per-pass figures the recursion reads, as Python lists (faster to index than arrays).
+class Columns:
+    """The schedule's per-pass figures the recursion reads, as Python lists (faster to index than arrays), made
+    segment by segment as the recursion first reaches each one.
 
-    ``plain``: the columns of the same passes without offload, whose lists are shared.  Without offload the
-    recursion never reads the last two (which passes wait for a block input, the wire's figures): empty."""
-    if plain is None:
-        plain = [sched.stream_s.tolist(), sched.chunks.tolist(), sched.up_s.tolist(), sched.up_chunks.tolist(),
-                 sched.lag_cap.tolist(), np.roll(sched.lead_cap, -1).tolist(), sched.flash_s.tolist(),
-                 sched.flash_share.tolist(), sched.climb_s.tolist(), sched.up_chunk_s.tolist(),
-                 ((sched.phase == 2) & (sched.kernel >= 0)).tolist(), [], []]
-    if not sched.takes_input.any():
-        return plain
-    return [*plain[:-2], sched.takes_input.tolist(), [w.tolist() for w in sched.wire]]
+    A sweep reaches few of a schedule's passes (a run of identical blocks settles after a block or two and the
+    rest are look-ups), so converting every pass's figures up front cost more than the sweeps themselves
+    (GPT-3 175B: 2,890 passes, 16 columns).  Without offload the recursion never reads which passes wait for a
+    block input nor the wire's figures: those come out empty."""
+
+    def __init__(self, sched: Schedule):
+        offload = bool(sched.takes_input.any())
+        to_memoryx = (sched.phase == 2) & (sched.kernel >= 0)
+        # A pass that streams nothing, prefetches nothing and sends nothing up takes its compute, and the stream
+        # runs ahead meanwhile (a non-weight op): the recursion's short way, which adds the same numbers.
+        quiet = (sched.chunks == 0) & (sched.up_chunks == 0) & (sched.flash_s == 0.0) & ~to_memoryx
+        self._arrays = [sched.stream_s, sched.chunks, sched.up_s, sched.up_chunks, sched.lag_cap, sched.lead_cap,
+                        np.roll(sched.lead_cap, -1), sched.flash_s, sched.flash_share, sched.climb_s,
+                        sched.up_chunk_s, to_memoryx]
+        self._takes = sched.takes_input if offload else None
+        self._wire = np.stack(sched.wire, axis=1) if offload else None
+        self._quiet = quiet
+        self._spans: dict[tuple[int, int], list[list[Any]]] = {}
+
+    def span(self, a: int, b: int) -> list[list[Any]]:
+        """Passes ``a .. b - 1``: stream, chunks, up, up chunks, lag cap, lead cap as each pass begins and as it
+        ends, flash seconds and share, climb, up chunk seconds, whether its gradient goes to MemoryX, whether it
+        takes its block's input, its wire figures (one list of :data:`~wss.model.plan.analytic.returns.WIRE`
+        per pass), and whether it streams, prefetches and sends up nothing."""
+        key = (a, b)
+        found = self._spans.get(key)
+        if found is None:
+            found = [col[a:b].tolist() for col in self._arrays]
+            found.append(self._takes[a:b].tolist() if self._takes is not None else [])
+            found.append(self._wire[a:b].tolist() if self._wire is not None else [])
+            found.append(self._quiet[a:b].tolist())
+            self._spans[key] = found
+        return found
 
 
 @dataclass(frozen=True)
@@ -62,8 +86,8 @@ class Sweep:
 class Sweeper:
     """The sweeps of one micro-batch size: the pass figures at that size, and the segments swept so far."""
 
-    def __init__(self, sched: Schedule, columns: list[list[Any]], compute_s: list[float], paced_s: list[float],
-                 returns_s: list[float] | None = None, plain: Sweeper | None = None):
+    def __init__(self, sched: Schedule, columns: Columns, compute_s: np.ndarray, paced_s: np.ndarray,
+                 returns_s: np.ndarray | None = None, plain: Sweeper | None = None):
         """``returns_s``, with offload: see :attr:`returns`; ``plain``: the sweeper of the same passes without
         offload, which sweeps the segments no block input touches (``sched.plain_classes``) for both."""
         self.sched = sched
@@ -71,20 +95,32 @@ class Sweeper:
         self.compute = compute_s
         self.paced = paced_s
         # With activation offload, the edge seconds of block input that start coming back as each pass begins.
-        self.returns = returns_s if returns_s is not None else [0.0] * len(compute_s)
-        self.columns = columns  # the schedule's figures as Python lists (see columns())
+        self.returns = returns_s
+        self.columns = columns  # the schedule's figures as Python lists, segment by segment (see Columns)
         self.first_cap = float(sched.lead_cap[0]) if sched.lead_cap.size else 0.0
         self._segments: dict[tuple[int, float, float, float], Sweep] = {}
         # class -> the lead, lag and block inputs on the wire it was last swept from, and its scale
         self._last: dict[int, tuple[float, float, float, float]] = {}
         self._sweeps: dict[tuple[float, float], Sweep] = {}
+        self._spans: dict[tuple[int, int], tuple[list[float], list[float], list[float]]] = {}
+
+    def span(self, a: int, b: int) -> tuple[list[float], list[float], list[float]]:
+        """Passes ``a .. b - 1`` at this size, as Python lists: compute, paced compute, returns (made once a span,
+        as :meth:`Columns.span`)."""
+        key = (a, b)
+        found = self._spans.get(key)
+        if found is None:
+            returns = self.returns[a:b].tolist() if self.returns is not None else [0.0] * (b - a)
+            found = (self.compute[a:b].tolist(), self.paced[a:b].tolist(), returns)
+            self._spans[key] = found
+        return found
 
     @functools.cached_property
     def backward_share(self) -> float:
         """Each pass at the slower of its stream, its compute and its gradients: the backward sweep's share of the
         micro-batch (recomputes included), when the returning block inputs have to cross the activation store."""
         sched = self.sched
-        time = np.maximum(np.maximum(sched.stream_s, np.array(self.paced)), sched.up_s)
+        time = np.maximum(np.maximum(sched.stream_s, self.paced), sched.up_s)
         total = float(time.sum())
         return float(time[sched.phase != 0].sum()) / total if total > 0 else 0.5
 
@@ -99,26 +135,27 @@ class Sweeper:
         t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
         back = 0.0  # every block input is taken by its recompute: none is on the wire when a micro-batch starts
         parts: list[np.ndarray] = []
+        segment = self._segment
         for cls, spans in self.sched.runs:
-            i = 0
-            while i < len(spans):
-                seg = self._segment(*spans[i], cls, lead, lag, back)
-                copies = 1
-                if i + 1 < len(spans) and self._segment(*spans[i + 1], cls, seg.lead_out, seg.lag_out,
-                                                        seg.returning_out) is seg:
-                    copies = len(spans) - i  # a fixed point: every copy left in the run repeats this one
-                if copies == 1:
-                    parts.append(seg.arrivals + t)
-                else:
-                    starts = t + seg.duration * np.arange(copies)
-                    parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
+            i, n = 0, len(spans)
+            while i < n:
+                seg = segment(*spans[i], cls, lead, lag, back)
+                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
+                # A fixed point: every copy left in the run repeats this one.
+                copies = n - i if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back) is seg else 1
+                if seg.arrivals.size:  # (a forward segment sends no gradient up)
+                    if copies > 1:
+                        starts = t + seg.duration * np.arange(copies)
+                        parts.append((starts[:, None] + seg.arrivals[None, :]).ravel())
+                    else:
+                        parts.append(seg.arrivals + t)
                 t += copies * seg.duration
                 compute += copies * seg.compute
                 flash += copies * seg.flash
                 flash_wait += copies * seg.flash_wait
                 held += copies * seg.held
-                p_c, p_s, p_f = p_c + copies * seg.paced[0], p_s + copies * seg.paced[1], p_f + copies * seg.paced[2]
-                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
+                paced = seg.paced
+                p_c, p_s, p_f = p_c + copies * paced[0], p_s + copies * paced[1], p_f + copies * paced[2]
                 i += copies
         arrivals = np.concatenate(parts) if parts else np.zeros(0)
         return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals, held)
@@ -143,17 +180,26 @@ class Sweeper:
     def _run(self, a: int, b: int, lead: float, lag: float, back: float) -> Sweep:
         """The recursion over passes ``a .. b - 1`` (see the module docstring); ``back``: edge seconds of block
         inputs still to come back (:mod:`~wss.model.plan.analytic.returns`)."""
-        stream, chunks, up, up_chunks, lag_cap, lead_cap, flash_s, share, climb, up_chunk, returns, takes, wire = \
-            self.columns
-        comp, paced, adds = self.compute, self.paced, self.returns
+        stream, chunks, up, up_chunks, lag_cap, cap_in, cap_out, flash_s, share, climb, up_chunk, returns, takes, \
+            wire, quiet = self.columns.span(a, b)
+        comp, paced, adds = self.span(a, b)
         t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
         arrivals = []
-        for i in range(a, b):  # conditional expressions, not max() and min(): this loop is the level's hot path
+        for i in range(b - a):  # conditional expressions, not max() and min(): this loop is the level's hot path
             c, n, s_total = comp[i], chunks[i], stream[i]
             if back > 0.0 or adds[i] > 0.0:  # block inputs share the wire: a pass of its own
                 hold, dur, lead, back = _returning(c, n, s_total, paced[i], lead, back, adds[i], takes[i],
-                                                   lead_cap[i - 1], lead_cap[i], up_chunks[i], lag + up[i] - lag_cap[i],
-                                                   [w[i] for w in wire])
+                                                   cap_in[i], cap_out[i], up_chunks[i], lag + up[i] - lag_cap[i],
+                                                   wire[i])
+            elif quiet[i]:  # dur = c, no wait: what the lines below come to, each float added the same way
+                ahead = lead + c
+                lead = ahead if ahead < cap_out[i] else cap_out[i]
+                rest = lag - c
+                lag = rest if rest > 0.0 else 0.0
+                t += c
+                compute += c
+                p_c += c
+                continue
             else:
                 hold = 0.0
                 if n:
@@ -168,7 +214,7 @@ class Sweeper:
                     dur = full if full > dur else dur
                 # The stream never idles while the buffers have room: it runs ahead by what the pass left over.
                 ahead = lead - s_total + dur
-                lead = ahead if ahead < lead_cap[i] else lead_cap[i]
+                lead = ahead if ahead < cap_out[i] else cap_out[i]
             if up_chunks[i]:
                 rest, one = lag + up[i] - dur, up[i] / up_chunks[i]
                 lag = rest if rest > one else one
