@@ -26,8 +26,10 @@ __all__ = ["folding_plan", "check_work", "RunWork", "run_work", "long_run_note",
 #: SimPy events per chunk pass (per simulated wafer), measured on GPT-3 175B: 8 on unfolded clusters of 9 and
 #: 67 wafers, 13-17 on folded ones of 64 and 192 (the fill, drain and updates add to short runs).
 EVENTS_PER_CHUNK_PASS = 10
-#: Events a second on one core, measured on those runs on a loaded machine (85,000-127,000).
-EVENTS_PER_SECOND = 100_000
+#: Events a second on one core: measured on those runs by CPU time on a quiet machine, medians of three, 186,000
+#: to 273,000 (the unfolded 9 and 67 wafers: 207,000 and 273,000), after SimPy's fast paths; a loaded machine
+#: runs at about half (85,000 to 127,000 were measured so before them).
+EVENTS_PER_SECOND = 200_000
 #: A run estimated to take longer than this is announced before it starts (:func:`long_run_note`).
 LONG_RUN_S = 10.0
 
