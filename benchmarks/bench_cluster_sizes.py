@@ -71,8 +71,8 @@ def sweep(model: str, counts: list[int], repeats: int, study: str = "simulate") 
     timed: dict[int, tuple[float, int]] = {}
     for n in needed:
         timed[n] = _time(_scenario(path, n, study), repeats)
-    print(f"{MODELS.get(model, model)}, 1 step, as {'wss.simulate' if study == 'simulate' else 'the step studies'} "
-          "run it")
+    print(f"{MODELS.get(model, model)}, 1 step, as "
+          f"{'wss.simulate runs' if study == 'simulate' else 'the step studies run'} it")
     print(f"{'wafers':>7} {'wall s':>9} {'events':>12} {'2^k':>5} {'2^k wall s':>11} {'ratio':>7}")
     worst = 0.0
     for n in counts:
