@@ -14,7 +14,7 @@ run.  The issue's target is at most 3x everywhere; the worst ratio per model is 
 
 ``--study step`` times each count as the studies that read only the step run it (``wss size``, a sweep's point):
 a count set apart only by its uneven shards with the busiest wafer standing for all, which gives the same step
-(:func:`wss.model.scenario.fold_rules.folds_for_the_step`); the default, ``simulate``, times ``wss.simulate``
+(:func:`wss.studies.step_only.step_only`); the default, ``simulate``, times ``wss.simulate``
 under ``auto``, which runs such a count apart for every wafer's own idle time.
 
 Run: ``python benchmarks/bench_cluster_sizes.py [--repeats N] [--counts 8,9,16,17] [--models gpt3_175b]
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import wss
-from wss.model.scenario.fold_rules import folds_for_the_step
+from wss.studies.step_only import step_only
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = {"gpt3_175b": "GPT-3 175B", "cerebras_gpt_13b": "Cerebras-GPT 13B"}
@@ -59,9 +59,7 @@ def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, int]:
 def _scenario(path: Path, n: int, study: str) -> wss.Scenario:
     """The scenario on ``n`` wafers as ``study`` runs it."""
     s = wss.load_scenario(path, {"hardware.wafers": n})
-    if study == "step" and folds_for_the_step(s):
-        s = wss.load_scenario(s, {"simulation.fold_wafers": True})
-    return s
+    return step_only(s) if study == "step" else s
 
 
 def sweep(model: str, counts: list[int], repeats: int, study: str = "simulate") -> float:

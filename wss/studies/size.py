@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from wss.errors import WssError
 from wss.model.scenario import Scenario, load_scenario
-from wss.model.scenario.fold_rules import folds_for_the_step
 from wss.model.scenario.loader import job_of, published_cluster_limit
 from wss.studies.size_search import SIMULATION_UNITS
+from wss.studies.step_only import step_only
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported only when used
     import pandas as pd
@@ -138,14 +138,9 @@ class _Probes:
 
 def sized(base: Scenario, n: int) -> Scenario:
     """``base`` on ``n`` wafers, as a size is simulated: a size's row reads only the step (step time, throughput,
-    bound, energy), so where the batch does not divide over ``n`` wafers and nothing else sets them apart, the
-    busiest wafer stands for all (:func:`~wss.model.scenario.fold_rules.folds_for_the_step`): the same step as
-    the wafers run apart, in a small fraction of the events (GPT-3 175B on 103 wafers: 30,286 events against
-    1,643,906)."""
-    scenario = load_scenario(base, {"hardware.wafers": n})
-    if folds_for_the_step(scenario):
-        scenario = load_scenario(scenario, {"simulation.fold_wafers": True})
-    return scenario
+    bound, energy), so a count the batch does not divide runs with the busiest wafer for all where that gives the
+    same step (:func:`~wss.studies.step_only.step_only`)."""
+    return step_only(load_scenario(base, {"hardware.wafers": n}))
 
 
 def _simulate_sizes(base: Scenario, sizes: Sequence[int], workers: int | None,

@@ -40,13 +40,10 @@ def run_point(scenario: Mapping[str, Any], fidelity: str = "simulate", source: s
         if fidelity == "estimate":
             out = _estimator()(s)
         else:
-            from wss.model.scenario import load_scenario
-            from wss.model.scenario.fold_rules import folds_for_the_step
             from wss.model.simulate import simulate
+            from wss.studies.step_only import step_only
 
-            # A row reads only the step: where only uneven shards set the wafers apart, the busiest wafer standing
-            # for all gives it exactly, for a small fraction of the events (fold_rules.folds_for_the_step).
-            out = simulate(load_scenario(s, {"simulation.fold_wafers": True}) if folds_for_the_step(s) else s)
+            out = simulate(step_only(s))  # a row reads only the step
     except ScenarioError as exc:
         if source and exc.source.startswith("<"):
             exc = type(exc)(source, exc.problems)  # errors found after loading name an in-memory '<scenario>'
