@@ -18,8 +18,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.shards import shard_samples
 
-__all__ = ["fold_decision", "folds_wafers", "folds_for_the_step", "uniform_shards", "simulated_wafers", "stand_ins",
-           "UNIFORM_REASON"]
+__all__ = ["fold_decision", "folds_wafers", "folds_for_the_step", "slowdown_for_the_step", "uniform_shards",
+           "simulated_wafers", "stand_ins", "UNIFORM_REASON"]
 
 #: Why a uniform cluster folds under ``simulation.fold_wafers: auto`` (the default, left out of result.json).
 UNIFORM_REASON = "auto: the cluster is uniform, every wafer has the same number of samples"
@@ -68,10 +68,31 @@ def folds_for_the_step(scenario: Scenario) -> bool:
     which the folded chain moves as the busiest wafer's times the wafers' share.  Studies that read only the
     step (``wss size``) fold such runs: the same answer for a small fraction of the events.
     """
-    if _decision(scenario)[1] != "uneven":
-        return False
+    return _decision(scenario)[1] == "uneven" and not _shared_store(scenario)
+
+
+def slowdown_for_the_step(scenario: Scenario) -> float | None:
+    """The slowdown that, given to every wafer, gives the run's step exactly, where ``auto`` runs the wafers apart
+    for stragglers alone; None where no such slowdown does.
+
+    With equal shards, the slowest wafer paces every weight broadcast and every gradient reduction of the
+    lock-step tree as the busiest shard does (:func:`folds_for_the_step`): the faster wafers run ahead of it as far
+    as the buffers let them and never hold it.  A cluster whose every wafer is that slow then has the same step,
+    and it is one class of identical wafers, simulated as one (``simulation.wafer_classes``).  Not with a slow
+    edge, jitter or a node down (they set wafers apart otherwise), scripted failure events, uneven shards (the
+    pace could pass from wafer to wafer between micro-batches), nor a store on MemoryX (as above).
+    """
+    f, sim = scenario.faults, scenario.simulation
+    if (sim.fold_wafers != "auto" or not sim.wafer_classes or not f.stragglers or f.links or f.nodes
+            or f.jitter is not None or f.events or not uniform_shards(scenario) or _shared_store(scenario)):
+        return None
+    return max(f.slowdowns().values())
+
+
+def _shared_store(scenario: Scenario) -> bool:
+    """Does MemoryX keep every wafer's offloaded block inputs (a part the wafers share, each at its own times)?"""
     store = scenario.hardware.activation_store
-    return store.location != "memoryx" or store.is_unlimited
+    return store.location == "memoryx" and not store.is_unlimited
 
 
 def fold_decision(scenario: Scenario) -> tuple[bool, str]:
