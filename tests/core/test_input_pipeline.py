@@ -122,3 +122,23 @@ def test_the_verdict_names_the_input_workers_rate():
     r = wss.simulate(_esm())
     parts, words = _attribute(r, "input")
     assert parts == ["inputs"] and "prepare" in words and "masked_tokens" in words
+
+
+def test_tokenising_sst2_is_a_ceiling_bert_base_meets_at_large_batches_and_bert_large_never_does():
+    """The SST-2 rows' tokenising pipeline (configs/input_pipeline/text-tokenise.yaml): one process at its cost
+    caps BERT-base's rate at large batches, where the wafer alone would run faster, and never keeps BERT-large's
+    slower wafer waiting; at a small batch BERT-base's wafer is the slower and the input waits for nothing."""
+    base = REPO / "scenarios" / "validation" / "base"
+    bert_base = wss.load_scenario(base / "bert_base_sst2_1xcs2.yaml", {"training.global_batch": 4096})
+    bert_large = wss.load_scenario(base / "bert_large_sst2_1xcs2.yaml", {"training.global_batch": 1024})
+    prep = preparation(bert_base)
+    assert prep is not None and prep.kind == "text_tokenise" and prep.processes == 1
+    assert bert_base.hardware.input_pipeline.prepare_s_per_sample > 0
+    free = {"hardware.input_pipeline.prepare_s_per_sample": 0.0}
+    paced, alone = estimate(bert_base), estimate(wss.load_scenario(bert_base.model_dump(mode="json"), free))
+    assert paced.breakdown_s["input"] > 0.1 * paced.step_time_s
+    assert paced.samples_per_s <= prep.samples_per_s < alone.samples_per_s
+    large = estimate(bert_large)
+    assert large.breakdown_s["input"] == 0.0 and large.samples_per_s < prep.samples_per_s
+    small = estimate(wss.load_scenario(bert_base.model_dump(mode="json"), {"training.global_batch": 512}))
+    assert small.breakdown_s["input"] == 0.0

@@ -162,3 +162,18 @@ def test_fidelity_tables_write_keeps_the_explanations_written_by_hand():
     full = "| gpt_1t, full size (`WSS_SLOW=1`) | 1 s | 1 s | -1.50% | compute | - | |"
     out = tables.write_helpers(helpers, [row, full])
     assert '"bert_large": ({}, 0.20, "runtime overlap")' in out and '"gpt_1t": -1.50' in out
+
+
+def test_a_row_whose_costed_pipeline_never_binds_stays_with_the_runtimes_rows(calibrate):
+    """BERT-base and BERT-large on SST-2 state the same tokenising pipeline: at 4k it paces BERT-base (that row
+    fits only the pipeline's cost) but not BERT-large, nor BERT-base at 512, which say as much about the
+    runtime and the wafer as rows without a pipeline and stay in the base group."""
+    cases = {calibrate.row_label(c): c for c in calibrate.load_cases(calibrate.CASES)}
+    paced, slower, small = cases["M14 b4k"], cases["M15 b1k"], cases["M14 b512"]
+    assert calibrate._paced_by_inputs(calibrate._one(paced))
+    assert not calibrate._paced_by_inputs(calibrate._one(slower))
+    assert not calibrate._paced_by_inputs(calibrate._one(small))
+    key = "hardware.input_pipeline.prepare_s_per_sample"
+    gs = calibrate.groups(["hardware.runtime.step_overhead_s", key], [paced, slower, small])
+    assert [sorted(c.name for c in g.rows) for g in gs] == [sorted([slower.name, small.name]),
+                                                             sorted([paced.name, slower.name, small.name])]

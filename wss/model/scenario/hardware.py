@@ -267,6 +267,7 @@ class InputsConfig(Frozen):
 INPUT_KINDS = {
     "pretokenised": ("tokens",),  # token ids read as they were written (e.g. HDF5 shards): no work per sample
     "masked_tokens": ("tokens",),  # token ids masked on the fly for masked-language modelling (BERT's, ESM's MLM)
+    "text_tokenise": ("tokens",),  # raw text (a sentence) tokenised on the fly, as fine-tuning loaders of text do
     "image_decode": ("image",),  # compressed images decoded and augmented (JPEG, crop, flip)
 }
 
@@ -285,11 +286,12 @@ class InputPipelineConfig(Frozen):
     """
 
     name: str = Field("input-pipeline", description="Label of this input pipeline configuration.")
-    kind: Literal["pretokenised", "masked_tokens", "image_decode"] | None = Field(
+    kind: Literal["pretokenised", "masked_tokens", "text_tokenise", "image_decode"] | None = Field(
         None,
         description="What preparing a sample takes: 'pretokenised' (token ids read as written), 'masked_tokens' "
-        "(token ids masked on the fly, as masked-language models do), 'image_decode' (compressed images decoded "
-        "and augmented); null: not stated, preparation is free.",
+        "(token ids masked on the fly, as masked-language models do), 'text_tokenise' (raw text tokenised on the "
+        "fly, as fine-tuning loaders that read sentences do), 'image_decode' (compressed images decoded and "
+        "augmented); null: not stated, preparation is free.",
     )
     prepare_s_per_sample: Real = bounded(
         0.0,
