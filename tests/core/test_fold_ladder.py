@@ -85,8 +85,8 @@ def test_wafers_apart_lengthen_the_end_whose_fold_failed():
     """Wafers apart: a forward fold that fails lengthens the low end (where the forward passes settle), a backward
     one the high end, keeping the head; one block at a time where the failed fold had settled late (its second
     compared block already repeated), half as far again where not.  GPT-3 175B on 192 wafers with a 1.1x straggler
-    so settles its forward passes at seven blocks in three tries (4, 6, 7) instead of nine at both ends in three
-    full runs (193,705 events; now 120,611)."""
+    so folds with seven blocks at the start and four at the end, tried after four and six (120,611 events), where it
+    folded with nine at both ends after a try at six that ran to its end (193,705)."""
     s, p = _straggler()
     late = LayerFoldMismatch("wafer.64: blocks took", "forward", 0, settled_late=True, step=0)
     calls: list[Plan] = []

@@ -345,6 +345,33 @@ def test_unfolded_runs_fold_layers_too(overrides):
     assert _numbers_that_differ(folded, full) == []  # every other figure too
 
 
+_SLOW = pytest.mark.skipif(not os.environ.get("WSS_SLOW"), reason="every block of 192 wafers apart: set WSS_SLOW=1")
+
+
+@pytest.mark.parametrize(("overrides", "runs"), [
+    ({"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}]}, (BlockRun(0, 95, settle=4, lead=3),)),
+    ({"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]}, (BlockRun(0, 95, settle=4, lead=1),)),
+    pytest.param({"faults.shards": [{"shard": 0, "dram_factor": 0.5}]}, (BlockRun(0, 95),), marks=_SLOW),
+    pytest.param({"faults.nodes": [{"node": "swarmx.l4.n1"}]}, (BlockRun(0, 95),), marks=_SLOW),
+], ids=["straggler", "slow-edge", "slow-shard", "node-down"])
+def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_simulated(overrides, runs):
+    """GPT-3 175B on 192 wafers (issue #23): a 1.1x straggler on wafer 17 and a half-rate edge under the root fold
+    where the ladder finds their blocks repeating (seven and five blocks at the start, four at the end; there the
+    other wafers' blocks settle later than the representative's, which 16 wafers do not show), a slow MemoryX shard
+    folds as a uniform cluster does, and a node down leaves uneven shards whose slot simulates every block.  Every
+    Result figure equals every block simulated to 1e-9 (byte for byte where nothing folds)."""
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=overrides)
+    folded, fc = simulate_detailed(s, record=False)
+    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    assert fc.plan.layer_runs == runs and uc.folding.layers is None
+    if fc.folding.layers is None:
+        assert fc.plan.blocks_unfolded_in == fc.plan.uneven_slots != frozenset()
+        assert folded.to_json() == full.to_json()
+        return
+    assert fc.events < uc.events / 4
+    assert _numbers_that_differ(folded, full) == []
+
+
 def test_a_straggler_settles_longer_and_folds_both_ways():
     """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the buffers above it fill over its first blocks, so the
     four simulated at the start of the run do not repeat in the forward passes (another wafer's compared blocks
