@@ -61,22 +61,52 @@ def _straggler() -> tuple[wss.Scenario, Plan]:
 
 
 def test_wafers_apart_settle_longer_before_folding_less():
-    """Wafers simulated apart (a straggler) whose blocks do not repeat: six blocks at each end, then nine (of 96:
-    at most a quarter of the run simulated), and only then the rungs from the plan as it was (one direction)."""
+    """Wafers simulated apart (a straggler) whose forward blocks do not repeat: six blocks at the low end, then nine,
+    14, 21 and 32 (the high end keeping four; at most half of the 96 simulated), and only then the rungs from the
+    plan as it was (one direction)."""
     s, p = _straggler()
     assert p.layer_runs == (BlockRun(0, 95),)
     tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
-    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=6),)
+    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=4, lead=2),)
     assert answer.layer_directions == p.layer_directions
-    tried, run = _failing(3, LayerFoldMismatch("blocks differ", "forward", 0))
+    tried, run = _failing(6, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
-    assert [q.layer_runs[0].settle for q in tried] == [4, 6, 9, 4]
+    assert [(q.layer_runs[0].head, q.layer_runs[0].settle) for q in tried] == [
+        (4, 4), (6, 4), (9, 4), (14, 4), (21, 4), (32, 4), (4, 4)]
     assert answer.layer_runs == p.layer_runs and answer.layer_directions == ("backward",)
     # a wait reaching across copies (no micro-batch named) is no matter of settling
     tried, run = _failing(1, LayerFoldMismatch("a wait across copies", ""))
     run_folded(s, None, p, run)
     assert [q.layer_runs for q in tried] == [p.layer_runs, ()]
+
+
+def test_wafers_apart_lengthen_the_end_whose_fold_failed():
+    """Wafers apart: a forward fold that fails lengthens the low end (where the forward passes settle), a backward
+    one the high end, keeping the head; one block at a time where the failed fold had settled late (its second
+    compared block already repeated), half as far again where not.  GPT-3 175B on 192 wafers with a 1.1x straggler
+    so folds with seven blocks at the start and four at the end, tried after four and six (120,611 events), where it
+    folded with nine at both ends after a try at six that ran to its end (193,705)."""
+    s, p = _straggler()
+    late = LayerFoldMismatch("wafer.64: blocks took", "forward", 0, settled_late=True, step=0)
+    calls: list[Plan] = []
+
+    def forward_then_late_then_backward(q: Plan) -> Plan:
+        calls.append(q)
+        if len(calls) == 1:
+            raise LayerFoldMismatch("queues differ", "forward", 0, step=0)
+        if len(calls) == 2:
+            raise late
+        if len(calls) == 3:
+            raise LayerFoldMismatch("queues differ", "backward", 0, step=0)
+        return q
+
+    answer = run_folded(s, None, p, forward_then_late_then_backward)
+    assert [(q.layer_runs[0].head, q.layer_runs[0].settle) for q in calls] == [(4, 4), (6, 4), (7, 4), (7, 6)]
+    assert answer.layer_runs == (BlockRun(0, 95, settle=6, lead=1),)
+    assert list(answer.layer_runs[0].dropped) == list(range(7, 90))
+    _, run = _failing(1, LayerFoldMismatch("queues differ", "backward", 0, settled_late=True, step=0))
+    assert run_folded(s, None, p, run).layer_runs == (BlockRun(0, 95, settle=5, lead=0),)
 
 
 def test_uneven_slots_go_straight_to_their_rung():

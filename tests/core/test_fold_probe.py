@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
 import simpy
 
 import wss
@@ -75,3 +76,23 @@ def test_an_unfolded_run_folding_micro_batches_marks_every_wafer_at_each_micro_b
     assert folding.fold is not None and set(folding.marks) == set(folding.snapshots)
     assert all(len(lengths) == len(cluster.wafers) for lengths in folding.marks.values())
     assert "start_pass" in vars(cluster.wafer)
+
+
+def test_other_wafers_blocks_are_checked_as_they_reach_the_fold_point_not_after_the_run():
+    """Wafers apart, each other wafer's compared blocks are checked once both it and the representative have
+    started the pass after them, so a try whose wafers have not settled stops there rather than at the end of the
+    run.  GPT-3 175B on 192 wafers with wafer 17 1.1x slower, six blocks at the start: wafer 64 (under another
+    root edge, behind the most buffers) has a first compared forward block shorter than the straggler's and its
+    second already as long (it settled late), and the run stops in the forward passes, before a quarter of it (it
+    ran to the end before the check was made there)."""
+    from wss.model.folding.layer_fold import LayerFoldMismatch
+    from wss.model.folding.run_plan import folding_plan
+
+    s = wss.load_scenario(FC.parent / "gpt3_175b.yaml", {"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}]})
+    p = folding_plan(s, None)
+    p = dataclasses.replace(p, layer_runs=tuple(dataclasses.replace(r, lead=2) for r in p.layer_runs))
+    told: list[float] = []
+    with pytest.raises(LayerFoldMismatch, match=r"^wafer\.64: blocks took .* the representative wafer's") as caught:
+        run_unfolded(p, progress=told.append)
+    assert caught.value.direction == "forward" and caught.value.settled_late and caught.value.step == 0
+    assert 0 < max(told) < 0.25

@@ -11,11 +11,15 @@ Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.m
    backlog has drained (GPT-3 175B on 192 wafers: 343 jobs queued, then 329, so about 24 blocks more; it folds
    with 30 simulated at the start);
 1. in a cluster of wafers simulated apart (a straggler, a slow edge), blocks that do not repeat outside the
-   uneven slots are simulated at each end of their run half as far again, and again, while that simulates at
-   most a quarter of the run (:func:`_settled_longer`): wafers that differ fill the buffers between them over
-   more blocks than the four the first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler settles
-   by its sixth block); in a folded cluster, the same where the run settled late (the second compared block
-   started from the queues found after the copies, the first did not): GPT-3 175B's tree of SwarmX inboxes,
+   uneven slots are simulated further at the end whose fold failed (the low end for the forward passes, the high
+   end for the backward ones): one block further where the failed fold had settled late (its second compared
+   block already repeated), else half as far again, while the two ends simulate at most half the run
+   (:func:`_settled_longer`): wafers that differ fill the buffers between them over more blocks than the four the
+   first run simulates (GPT-3 175B on 192 wafers with one 1.1x straggler: the forward passes settle by the seventh
+   block, tried after four and six; the backward passes by the fourth from the end).  A try whose other wafers do
+   not repeat stops at that fold point, as the representative's check does.  In a folded cluster, both ends half
+   as far again, while they simulate at most a quarter of the run, where the run settled late (the second compared
+   block started from the queues found after the copies, the first did not): GPT-3 175B's tree of SwarmX inboxes,
    filling from the start of the stream, settles at its fourth forward block once lanes shorten each block's
    compute, one block after the first compared one;
 2. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
@@ -44,6 +48,7 @@ from typing import Any, TypeVar
 from wss.model.folding.fold import FoldMismatch
 from wss.model.folding.layer_fold import LayerFoldMismatch
 from wss.model.plan import Plan, make_plan
+from wss.model.plan.layer_runs import BlockRun
 from wss.model.scenario import Scenario
 from wss.model.scenario.fold_rules import fold_decision
 
@@ -94,21 +99,53 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
 
 
 def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None:
-    """The plan with each run of identical blocks simulated half as far again at each end, where that still
-    simulates at most a quarter of the run (a try that fails costs no more than that), after its blocks failed to
-    repeat (``exc``); None where no run may, or where the wafers are folded and the run did not settle late.
+    """The plan with each run of identical blocks simulated longer where its blocks failed to repeat (``exc``), where
+    that still leaves enough of the run to fold (:func:`_affordable`); None where no run may, or where the wafers are
+    folded and the run did not settle late.
 
     Wafers simulated apart settle later than the first blocks: there a wafer that differs fills the buffers
     between it and the others over several blocks before they go in step.  In a folded cluster the blocks that do
     not repeat are mostly those where a part falls further behind with every block (brain-120T's optimizer in the
     backward passes, without clipping), which no number of blocks settles: there the queues after the copies
     differ from the second compared block's too, and trying would only cost runs.  Where they do not
-    (``exc.settled_late``), the run settled within the stretch, only later than its first compared block."""
-    if not p.layer_runs or (fold_decision(s)[0] and not exc.settled_late):
+    (``exc.settled_late``), the run settled within the stretch, only later than its first compared block.
+
+    A folded cluster simulates both ends half as far again.  Wafers apart lengthen only the end whose fold failed
+    (:func:`_stretched`): the forward passes settle at the low end, the backward passes at the high end, and each
+    settles on its own (GPT-3 175B on 192 wafers with one 1.1x straggler: the forward passes by the seventh block,
+    the backward by the fourth from the end)."""
+    folded = fold_decision(s)[0]
+    if not p.layer_runs or (folded and not exc.settled_late):
         return None
-    runs = tuple(replace(r, settle=_longer(r.settle)) if 2 * _longer(r.settle) <= (r.hi - r.lo + 1) / 4 else r
-                 for r in p.layer_runs)
+    runs = tuple(_stretched(r, "" if folded else exc.direction, exc.settled_late) for r in p.layer_runs)
+    runs = tuple(q if _affordable(q, folded) else r for q, r in zip(runs, p.layer_runs))
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
+
+
+def _affordable(r: BlockRun, folded: bool) -> bool:
+    """May run ``r`` be tried?  Folded: where its two ends simulate at most a quarter of it (a try that fails runs
+    to its end's check).  Wafers apart: where its head and its end simulate at most half of it, as a longer head
+    may (:func:`_led_longer`): a try that fails stops at the first wafer whose blocks do not repeat
+    (:func:`~wss.model.folding.layer_fold.check_wafer_blocks`), and one that folds still saves half the run."""
+    n = r.hi - r.lo + 1
+    return 2 * r.settle <= n / 4 if folded else r.head + r.settle <= n / 2
+
+
+def _stretched(r: BlockRun, direction: str, late: bool) -> BlockRun:
+    """Run ``r`` with the end where the ``direction``'s fold failed simulated further: the low end (its head) for
+    the forward passes, the high end (its settle) for the backward ones, both for neither.  The low end keeps its
+    head there, or simulates as many blocks as the high end where that is more (a run's head is its settle and
+    its lead).  One block
+    further where the failed fold had settled late (its second compared block already repeated: the next pair
+    will, unless the check finds otherwise), else half as far again (:func:`_longer`), so a run that settles by its
+    seventh block is not simulated to its ninth, while one that does not settle costs few tries."""
+    if direction == "forward":
+        head = r.head + 1 if late else _longer(r.head)
+        return replace(r, lead=head - r.settle)
+    if direction == "backward":
+        settle = r.settle + 1 if late else _longer(r.settle)
+        return replace(r, settle=settle, lead=max(0, r.head - settle))
+    return replace(r, settle=_longer(r.settle))
 
 
 def _led_longer(p: Plan, exc: LayerFoldMismatch) -> Plan | None:

@@ -76,7 +76,8 @@ if TYPE_CHECKING:
     from wss.model.sim.cluster import Cluster
 
 __all__ = ["FoldPoint", "LayerFold", "LayerFoldMismatch", "LayersFold", "COPY_PASS", "fold_points",
-           "check_point", "unfold_layers", "unfold_wafer", "unfold_jobs", "unfold_snapshots", "wafer_copies"]
+           "check_point", "check_wafer_blocks", "unfold_layers", "unfold_wafer", "unfold_jobs", "unfold_snapshots",
+           "wafer_copies"]
 
 #: Pass index of a timeline span that belongs to a folded copy (no simulated pass owns it).
 COPY_PASS = -2
@@ -269,20 +270,36 @@ def unfold_layers(cluster: Cluster, layers: LayersFold) -> None:
 def wafer_copies(timeline: Sequence[tuple[float, float, str, int]], marks: Mapping[int, tuple[float, int]],
                  layers: LayersFold, where: str) -> WaferCopies:
     """Another wafer's copies, from its own ``marks`` (pass -> its start time and timeline length): its
-    compared blocks must be as long as the representative's period and split alike by cause."""
+    compared blocks must be as long as the representative's period and split alike by cause
+    (:func:`check_wafer_blocks`)."""
     out = []
     for f in layers.folds:
-        (ta, la), (tb, lb), (tc, lc) = marks[f.point.a], marks[f.point.b], marks[f.point.c]
-        if not (close(tb - ta, f.period) and close(tc - tb, f.period)):
-            raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
-                                    f"wafer's {f.period!r} s", f.point.direction, f.point.micro_batch)
-        first, second = seconds_by_cause(timeline[la:lb]), seconds_by_cause(timeline[lb:lc])
-        for cause in sorted(first.keys() | second.keys()):
-            if abs(first.get(cause, 0.0) - second.get(cause, 0.0)) > REL_TOL * max(f.period, 1e-300):
-                raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", f.point.direction,
-                                        f.point.micro_batch)
+        check_wafer_blocks(timeline, marks, f, where)
+        (tb, lb), (tc, lc) = marks[f.point.b], marks[f.point.c]
         out.append((tc, tuple((a - tb, b - tb, cause) for a, b, cause, _ in timeline[lb:lc])))
     return out
+
+
+def check_wafer_blocks(timeline: Sequence[tuple[float, float, str, int]], marks: Mapping[int, tuple[float, int]],
+                       f: LayerFold, where: str) -> None:
+    """Check another wafer's two compared blocks of fold point ``f`` from its own ``marks`` (pass -> its start time
+    and timeline length, at least of ``f``'s three passes): both as long as the representative's period, and split
+    alike by cause.  The timeline is only appended to, so the check reads the same once the wafer has started pass
+    ``c`` as after the run: the probe makes it then, and a run whose wafers have not settled stops there.
+
+    ``settled_late`` when the second block already has the period and the first not: the wafer settled one block or
+    more after the stretch simulated for it, rather than drifting (the ladder then simulates a longer one)."""
+    (ta, la), (tb, lb), (tc, lc) = marks[f.point.a], marks[f.point.b], marks[f.point.c]
+    fp = f.point
+    if not (close(tb - ta, f.period) and close(tc - tb, f.period)):
+        raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, the representative "
+                                f"wafer's {f.period!r} s", fp.direction, fp.micro_batch,
+                                settled_late=close(tc - tb, f.period), step=fp.step)
+    first, second = seconds_by_cause(timeline[la:lb]), seconds_by_cause(timeline[lb:lc])
+    for cause in sorted(first.keys() | second.keys()):
+        if abs(first.get(cause, 0.0) - second.get(cause, 0.0)) > REL_TOL * max(f.period, 1e-300):
+            raise LayerFoldMismatch(f"{where}: {cause} differs between two blocks", fp.direction, fp.micro_batch,
+                                    step=fp.step)
 
 
 def unfold_wafer(wafer: Wafer, program: Sequence[Pass], layers: LayersFold, copies: WaferCopies) -> list[int]:

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING
 
 from wss.model.components.wafer import PassTiming, Wafer
 from wss.model.folding.fold import Fold, Snapshot
-from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayersFold, check_point, fold_points
+from wss.model.folding.layer_fold import (
+    FoldPoint,
+    LayerFold,
+    LayersFold,
+    check_point,
+    check_wafer_blocks,
+    fold_points,
+)
 from wss.model.folding.step_fold import StepsFold, Unfolding
 from wss.model.program import Pass
 
@@ -87,12 +94,25 @@ class FoldProbe:
         def snapshot() -> Snapshot:
             return Snapshot(env.now, len(rep.timeline), cluster.counters(), cluster.state())
 
+        proved: dict[int, LayerFold] = {}  # pass c -> the fold the representative proved there
+
+        def check_wafer(wafer: Wafer, fold: LayerFold) -> None:
+            marks = {i: m[:2] for i, m in self.wafer_marks[wafer.name].items()}
+            check_wafer_blocks(wafer.timeline, marks, fold, wafer.name)
+
         def at_block(wafer: Wafer, marks: WaferMarks, p: Pass) -> None:
             marks[p.index] = (env.now, len(wafer.timeline), wafer.compute_s)
             if wafer is rep:
                 self.layer_snapshots[p.index] = snapshot()
                 if p.index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
-                    self.layer_folds.append(check_point(checks[p.index], self.layer_snapshots, rep.timeline))
+                    fold = check_point(checks[p.index], self.layer_snapshots, rep.timeline)
+                    self.layer_folds.append(fold)
+                    proved[p.index] = fold
+                    for other in simulated:  # those that started pass c already: checked now, not after the run
+                        if other is not rep and p.index in self.wafer_marks[other.name]:
+                            check_wafer(other, fold)
+            elif p.index in proved:
+                check_wafer(wafer, proved[p.index])
 
         def at_micro_batch(p: Pass) -> None:
             self.snapshots[(p.step, p.micro_batch)] = snapshot()
