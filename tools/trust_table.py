@@ -59,12 +59,18 @@ def regime(scenario: Any) -> dict[str, Any]:
         "chip": hw.wafer.name,
         "release": hw.runtime.release or hw.runtime.name,
         "input": scenario.workload.model.input,
+        "pipeline": hw.input_pipeline.kind,  # how the input workers prepare it, where the scenario says
         "sparse": bool(scenario.workload.sparsity),
     }
 
 
 def _role(outcome: Any) -> str:
     return {"calibrated on": "calibrated", "held out": "validated"}.get(outcome.case.spec.calibration or "", "-")
+
+
+def _input(r: dict[str, Any]) -> str:
+    """The input column: the model's input, and the input pipeline's kind where the row states one."""
+    return f"{r['input']}, {r['pipeline'].replace('_', ' ')}" if r.get("pipeline") else str(r["input"])
 
 
 def measured_row(o: Any, loo: dict[str, str]) -> str:
@@ -75,7 +81,7 @@ def measured_row(o: Any, loo: dict[str, str]) -> str:
     within = "within" if abs(o.error) <= tol else "outside"
     model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
     return (f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
-            f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {r['input']} | "
+            f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {_input(r)} | "
             f"{o.error:+.1%} | {loo.get(o.case.name, '-')} | ±{tol:.0%} ({within}) | {_role(o)} |")
 
 
@@ -146,9 +152,9 @@ well the fitted mechanisms can match it, not how well wss predicts); **validated
 fit, so its error is a prediction's.  *leave-one-out*: a calibrated row's error when the last refit
 (`python tools/refit.py`; docs/calibration.json) was run without it, a prediction too.  A release
 parameter set by its release's only row (R1.7, R1.8, R1.9) has no held-out check: its row's figure,
-marked `*`, is the newest release's prediction.  An input pipeline's cost set by one row (M4, M12) has
-none (`-`).  M6's sequence length is not in its log: the row runs at 4,096 and calibrate.py shows
-2,048 beside it.
+marked `*`, is the newest release's prediction.  An input pipeline's cost set by one row (M4, M12,
+M14 b8k) has none (`-`); the input column names the row's pipeline where it states one.  M6's sequence
+length is not in its log: the row runs at 4,096 and calibrate.py shows 2,048 beside it.
 """
 
 

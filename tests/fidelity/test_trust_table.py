@@ -37,3 +37,9 @@ def test_the_leave_one_out_errors_come_from_the_last_refit(tmp_path):
                                                     "measured_m2_x": {"error": 0.3, "newest_release": True}}}))
     assert trust.leave_one_out(record) == {"measured_m7_x": "-12.3%", "measured_m2_x": "+30.0%*"}
     assert trust.leave_one_out(tmp_path / "none.json") == {}
+
+
+def test_the_input_column_names_the_rows_pipeline_where_it_states_one():
+    trust = load_tool("trust_table")
+    assert trust._input(_regime(input="tokens", pipeline="text_tokenise")) == "tokens, text tokenise"
+    assert trust._input(_regime(input="image", pipeline=None)) == "image"
