@@ -63,12 +63,15 @@ def _straggler() -> tuple[wss.Scenario, Plan]:
 def test_wafers_apart_settle_longer_before_folding_less():
     """Wafers simulated apart (a straggler) whose forward blocks do not repeat: six blocks at the low end, then nine,
     14, 21 and 32 (the high end keeping four; at most half of the 96 simulated), and only then the rungs from the
-    plan as it was (one direction)."""
+    plan as it was (one direction).  In this run of one step the blocks added are simulated in the forward passes
+    only (the backward passes keep four at each end)."""
     s, p = _straggler()
     assert p.layer_runs == (BlockRun(0, 95),)
     tried, run = _failing(1, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
-    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=4, lead=2),)
+    assert len(tried) == 2 and answer.layer_runs == (BlockRun(0, 95, settle=4, forward_lead=2),)
+    assert answer.dropped_in("forward") == frozenset(range(6, 92))
+    assert answer.dropped_in("backward") == frozenset(range(4, 92))
     assert answer.layer_directions == p.layer_directions
     tried, run = _failing(6, LayerFoldMismatch("blocks differ", "forward", 0))
     answer = run_folded(s, None, p, run)
@@ -86,7 +89,9 @@ def test_wafers_apart_lengthen_the_end_whose_fold_failed():
     one the high end, keeping the head; one block at a time where the failed fold had settled late (its second
     compared block already repeated), half as far again where not.  GPT-3 175B on 192 wafers with a 1.1x straggler
     so folds with seven blocks at the start and four at the end, tried after four and six (120,611 events), where it
-    folded with nine at both ends after a try at six that ran to its end (193,705)."""
+    folded with nine at both ends after a try at six that ran to its end (193,705).  In a run of one step the blocks
+    added at the low end are simulated in the forward passes only (97,988 events): the backward passes simulate four
+    there, or as many as the high end where that is more."""
     s, p = _straggler()
     late = LayerFoldMismatch("wafer.64: blocks took", "forward", 0, settled_late=True, step=0)
     calls: list[Plan] = []
@@ -103,10 +108,25 @@ def test_wafers_apart_lengthen_the_end_whose_fold_failed():
 
     answer = run_folded(s, None, p, forward_then_late_then_backward)
     assert [(q.layer_runs[0].head, q.layer_runs[0].settle) for q in calls] == [(4, 4), (6, 4), (7, 4), (7, 6)]
-    assert answer.layer_runs == (BlockRun(0, 95, settle=6, lead=1),)
+    assert answer.layer_runs == (BlockRun(0, 95, settle=6, forward_lead=1),)
     assert list(answer.layer_runs[0].dropped) == list(range(7, 90))
+    assert list(answer.layer_runs[0].dropped_in("backward")) == list(range(6, 90))
     _, run = _failing(1, LayerFoldMismatch("queues differ", "backward", 0, settled_late=True, step=0))
-    assert run_folded(s, None, p, run).layer_runs == (BlockRun(0, 95, settle=5, lead=0),)
+    assert run_folded(s, None, p, run).layer_runs == (BlockRun(0, 95, settle=5),)
+
+
+def test_wafers_apart_over_several_steps_lengthen_both_directions_at_the_low_end():
+    """With more than one simulated step the blocks added at the low end are simulated both ways (the run's lead):
+    the next step streams each of them forward after its update, which a backward pass folded away never makes."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml",
+                          ["training.steps=2", "faults.stragglers=[{wafer: 5, slowdown: 1.1}]"])
+    p = make_plan(s, fold_layers=True)
+    assert p.simulated_steps == 2 and p.layer_runs == (BlockRun(0, 95),)
+    tried, run = _failing(2, LayerFoldMismatch("queues differ", "forward", 0, step=0))
+    answer = run_folded(s, None, p, run)
+    assert [q.layer_runs[0].head for q in tried] == [4, 6, 9]
+    assert answer.layer_runs == (BlockRun(0, 95, settle=4, lead=5),)
+    assert answer.dropped_in("forward") == answer.dropped_in("backward") == frozenset(range(9, 92))
 
 
 def test_uneven_slots_go_straight_to_their_rung():

@@ -348,26 +348,36 @@ def test_unfolded_runs_fold_layers_too(overrides):
 _SLOW = pytest.mark.skipif(not os.environ.get("WSS_SLOW"), reason="every block of 192 wafers apart: set WSS_SLOW=1")
 
 
-@pytest.mark.parametrize(("overrides", "runs"), [
-    ({"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}]}, (BlockRun(0, 95, settle=4, lead=3),)),
-    ({"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]}, (BlockRun(0, 95, settle=4, lead=1),)),
-    pytest.param({"faults.shards": [{"shard": 0, "dram_factor": 0.5}]}, (BlockRun(0, 95),), marks=_SLOW),
-    pytest.param({"faults.nodes": [{"node": "swarmx.l4.n1"}]}, (BlockRun(0, 95),), marks=_SLOW),
+_STRAGGLER = {"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}]}
+_SLOW_EDGE = {"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]}
+
+
+@pytest.mark.parametrize(("overrides", "runs", "simulated"), [
+    (_STRAGGLER, (BlockRun(0, 95, settle=4, forward_lead=3),), (11, 8)),
+    (_SLOW_EDGE, (BlockRun(0, 95, settle=4, forward_lead=1),), (9, 8)),
+    pytest.param({"faults.shards": [{"shard": 0, "dram_factor": 0.5}]}, (BlockRun(0, 95),), (8, 8), marks=_SLOW),
+    pytest.param({"faults.nodes": [{"node": "swarmx.l4.n1"}]}, (BlockRun(0, 95),), None, marks=_SLOW),
 ], ids=["straggler", "slow-edge", "slow-shard", "node-down"])
-def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_simulated(overrides, runs):
+def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_simulated(overrides, runs, simulated):
     """GPT-3 175B on 192 wafers (issue #23): a 1.1x straggler on wafer 17 and a half-rate edge under the root fold
-    where the ladder finds their blocks repeating (seven and five blocks at the start, four at the end; there the
-    other wafers' blocks settle later than the representative's, which 16 wafers do not show), a slow MemoryX shard
-    folds as a uniform cluster does, and a node down leaves uneven shards whose slot simulates every block.  Every
-    Result figure equals every block simulated to 1e-9 (byte for byte where nothing folds)."""
+    where the ladder finds their blocks repeating (seven and five blocks at the start of the forward passes, four at
+    the end; there the other wafers' blocks settle later than the representative's, which 16 wafers do not show;
+    the backward passes, which settle within four, simulate four at each end and fold the rest, the blocks only the
+    forward passes needed too), a slow MemoryX shard folds as a uniform cluster does, and a node down leaves uneven
+    shards whose slot simulates every block.  Every Result figure equals every block simulated to 1e-9 (byte for
+    byte where nothing folds)."""
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=overrides)
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
     assert fc.plan.layer_runs == runs and uc.folding.layers is None
     if fc.folding.layers is None:
+        assert simulated is None
         assert fc.plan.blocks_unfolded_in == fc.plan.uneven_slots != frozenset()
         assert folded.to_json() == full.to_json()
         return
+    assert (folded.cluster["blocks_simulated_forward"], folded.cluster["blocks_simulated_backward"]) == simulated
+    assert [(f.point.direction, f.point.copies) for f in fc.folding.layers.folds] == [
+        ("forward", 96 - simulated[0]), ("backward", 96 - simulated[1])]
     assert fc.events < uc.events / 4
     assert _numbers_that_differ(folded, full) == []
 
@@ -376,29 +386,25 @@ def test_a_straggler_settles_longer_and_folds_both_ways():
     """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the buffers above it fill over its first blocks, so the
     four simulated at the start of the run do not repeat in the forward passes (another wafer's compared blocks
     differ, its second already as long as the straggler's: it settled late); the ladder simulates one block more
-    at the start, the end keeping four (the backward passes settle within them), and both directions fold
-    (before: six at each end).  The answer equals every block simulated (test_unfolded_runs_fold_layers_too,
+    at the start in the forward passes only (a run of one step: the backward passes settle within four at the end,
+    keep four at the start and fold the rest), and both directions fold (before: six at each end).  The answer
+    equals every block simulated (test_unfolded_runs_fold_layers_too,
     "straggler")."""
     over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
             "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
     folded, fc = simulate_detailed(s, record=False)
-    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=4, lead=1),)
+    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=4, forward_lead=1),)
     assert fc.plan.layer_directions == ("forward", "backward") and fc.folding.layers is not None
-    assert folded.cluster["blocks_simulated_forward"] == folded.cluster["blocks_simulated_backward"] == 9
-    assert [f.point.copies for f in fc.folding.layers.folds] == [87, 87]
+    assert (folded.cluster["blocks_simulated_forward"], folded.cluster["blocks_simulated_backward"]) == (9, 8)
+    assert [f.point.copies for f in fc.folding.layers.folds] == [87, 88]
 
 
-def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
-    """report --by layer/kernel, diff (through group_rows), the per-kernel plot and to_pandas: a block standing
-    for folded ones is spread over them, so every block shows what the run that simulates each block shows."""
+def _same_per_block_views(folded: wss.Result, full: wss.Result) -> None:
+    """report --by layer/kernel, diff (through group_rows) and the per-kernel plot show the same for every block."""
     from wss.views.plots import kernel_breakdown
     from wss.views.report import group_rows, kernel_table
 
-    folded, _, full, _ = _pair("gpt3_175b")
-    assert folded.layer_folds is not None and full.layer_folds is None
-    assert {(f.direction, f.layer, len(f.stands_for)) for f in folded.layer_folds} == {
-        ("forward", "block.3", 89), ("backward", "block.92", 89)}
     for by in ("layer", "kernel"):
         got = {(g["where"], g[by]): g for g in group_rows(kernel_table(folded), by, steps=len(folded.steps))}
         want = {(g["where"], g[by]): g for g in group_rows(kernel_table(full), by, steps=len(full.steps))}
@@ -411,6 +417,31 @@ def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
     plot_want = {d["name"]: d["total_s"] for d in kernel_breakdown(full, "layer", top=1000)}
     assert plot_got.keys() == plot_want.keys()
     assert all(plot_got[k] == pytest.approx(v, rel=1e-6) for k, v in plot_want.items())
+
+
+def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
+    """report --by layer/kernel, diff (through group_rows), the per-kernel plot and to_pandas: a block standing
+    for folded ones is spread over them, so every block shows what the run that simulates each block shows."""
+    folded, _, full, _ = _pair("gpt3_175b")
+    assert folded.layer_folds is not None and full.layer_folds is None
+    assert {(f.direction, f.layer, len(f.stands_for)) for f in folded.layer_folds} == {
+        ("forward", "block.3", 89), ("backward", "block.92", 89)}
+    _same_per_block_views(folded, full)
     df = folded.to_pandas()
     assert set(df.loc[df["blocks"] > 1, "layer"]) == {"block.3", "block.92"}
     assert ((df["repeats"] % df["blocks"]) == 0).all()
+
+
+def test_per_block_views_of_a_straggler_count_the_backward_passes_folded_past_the_forward_ones():
+    """GPT-3 175B on 16 wafers with a 1.1x straggler folds the forward passes from block 5 and the backward ones
+    from block 4 (test_a_straggler_settles_longer_and_folds_both_ways): the backward pass standing for the copies
+    stands for block 4's too, so every block's passes and times are those of every block simulated."""
+    over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
+            "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
+    folded = simulate_detailed(s, record=False)[0]
+    full = simulate_detailed(s, record=False, fold_layers=False)[0]
+    assert folded.layer_folds is not None
+    assert [(f.direction, f.layer, f.stands_for[0], len(f.stands_for)) for f in folded.layer_folds] == [
+        ("forward", "block.4", "block.4", 88), ("backward", "block.92", "block.4", 89)]
+    _same_per_block_views(folded, full)

@@ -7,7 +7,7 @@ what only the run apart shows, every other wafer's own idle time, is not in such
 fold it, for a small fraction of the events (GPT-3 175B on 103 wafers: 30,286 against 1,643,906).  Likewise a
 cluster with equal shards set apart by stragglers alone runs with every wafer as slow as the slowest
 (:func:`~wss.model.scenario.fold_rules.slowdown_for_the_step`), one class of identical wafers: GPT-3 175B on 192
-wafers with one 1.1x straggler in 26,938 events against 120,611 apart.
+wafers with one 1.1x straggler in 26,938 events against 97,988 apart.
 """
 
 from __future__ import annotations

@@ -22,7 +22,11 @@ wafers that differ (a straggler) take longer to fill the buffers between them, t
 (:mod:`wss.model.folding.ladder`), and the two compared blocks are then the last two of the longer stretch.
 Where a later step's forward passes start behind the previous step's update backlog, the ladder simulates more
 blocks at the low end only (the run's ``lead``): the forward fold then compares the last two of the ``head``
-blocks there, and the backward fold's copies end before that head.
+blocks there, and the backward fold's copies end before that head.  In a run of one simulated step, blocks the
+forward passes alone need to settle (the run's ``forward_lead``) are simulated forward only: the backward fold's
+copies stand for their backward passes too, and it runs on from the copies' end as it would from the end of any
+shorter head (the forward passes of those blocks leave only their offloaded inputs behind, which no simulated
+recompute reads).
 
 The fold is checked, not assumed, as for micro-batches (:mod:`wss.model.folding.fold`):
 at the starts of the two compared blocks and of the block after the copies,
@@ -135,13 +139,13 @@ def fold_points(program: Sequence[Pass], ops: Sequence, runs: Sequence[BlockRun]
     points = []
     for step, mb in dict.fromkeys((p.step, p.micro_batch) for p in program if p.micro_batch not in unfolded):
         for r in runs:
-            h, k = r.head, r.settle
+            h, hb, k = r.head, r.low_end("backward"), r.settle
             fw = [firsts.get((step, mb, "forward", b), -1) for b in (r.lo + h - 2, r.lo + h - 1, r.hi - k + 1)]
-            bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + h - 1)]
+            bw = [firsts.get((step, mb, "backward", b), -1) for b in (r.hi - k + 2, r.hi - k + 1, r.lo + hb - 1)]
             if "forward" in directions:
-                points.append(FoldPoint(step, mb, "forward", fw[0], fw[1], fw[2], r.copies))
+                points.append(FoldPoint(step, mb, "forward", fw[0], fw[1], fw[2], r.copies_in("forward")))
             if "backward" in directions:
-                points.append(FoldPoint(step, mb, "backward", bw[0], bw[1], bw[2], r.copies))
+                points.append(FoldPoint(step, mb, "backward", bw[0], bw[1], bw[2], r.copies_in("backward")))
     return sorted(points, key=lambda f: f.c)
 
 

@@ -27,26 +27,48 @@ class BlockRun:
 
     ``lead`` more blocks are simulated at the low end (where the forward passes start), the last two of them
     compared there: none at first; more where a later step's forward passes start behind the previous step's
-    update backlog and repeat only once it has drained (:mod:`wss.model.folding.ladder`)."""
+    update backlog and repeat only once it has drained (:mod:`wss.model.folding.ladder`).
+
+    ``forward_lead`` more blocks again are simulated there in the forward passes only: their backward passes are
+    among the backward fold's copies.  None at first; more where wafers that differ settle later in the forward
+    passes than in the backward ones, in a run of one simulated step (:mod:`wss.model.folding.ladder`): the backward
+    passes simulate after their copies only what they need to run on from the state the copies end in, and no
+    later step streams a block forward waiting for an update its folded backward pass never made."""
 
     lo: int
     hi: int
     settle: int = FOLDED_PREFIX
     lead: int = 0
+    forward_lead: int = 0
 
     @property
     def head(self) -> int:
-        """Blocks simulated at the low end: ``settle`` and the ``lead``."""
-        return self.settle + self.lead
+        """Blocks simulated at the low end in the forward passes: ``settle``, the ``lead`` and the
+        ``forward_lead``."""
+        return self.settle + self.lead + self.forward_lead
+
+    def low_end(self, direction: str) -> int:
+        """Blocks simulated at the low end in the ``direction``'s passes ("forward" or "backward"): the
+        :attr:`head` in the forward passes, all but the ``forward_lead`` of it in the backward ones."""
+        return self.head if direction == "forward" else self.settle + self.lead
+
+    def copies_in(self, direction: str) -> int:
+        """Blocks of the run whose ``direction``'s passes are not simulated (the copies of that fold point)."""
+        return self.hi - self.lo + 1 - self.settle - self.low_end(direction)
+
+    def dropped_in(self, direction: str) -> range:
+        """The blocks whose ``direction``'s passes are not simulated."""
+        return range(self.lo + self.low_end(direction), self.hi - self.settle + 1)
 
     @property
     def copies(self) -> int:
-        """Blocks of the run that are not simulated (the copies of each fold point)."""
-        return self.hi - self.lo + 1 - self.settle - self.head
+        """Blocks of the run that neither direction simulates."""
+        return self.copies_in("forward")
 
     @property
     def dropped(self) -> range:
-        return range(self.lo + self.head, self.hi - self.settle + 1)
+        """The blocks that neither direction simulates."""
+        return self.dropped_in("forward")
 
 
 def block_runs(plan: Plan) -> tuple[BlockRun, ...]:

@@ -100,15 +100,17 @@ class Plan:
 
     @property
     def dropped_blocks(self) -> frozenset[int]:
-        """Blocks not simulated (in :attr:`layer_directions`): the middle of each folded run of identical blocks."""
+        """Blocks that no pass simulates (in :attr:`layer_directions`): the middle of each folded run of identical
+        blocks."""
         return frozenset(b for r in self.layer_runs for b in r.dropped)
 
     def dropped_in(self, direction: str, micro_batch: int | None = None) -> frozenset[int]:
         """Blocks whose ``direction`` passes ("forward" or "backward") are not simulated (in ``micro_batch``, if
-        given: none in a micro-batch of :attr:`blocks_unfolded_in`)."""
-        if micro_batch in self.blocks_unfolded_in:
+        given: none in a micro-batch of :attr:`blocks_unfolded_in`).  The backward passes may leave out more than
+        the forward ones (a run's ``forward_lead``: :class:`~wss.model.plan.layer_runs.BlockRun`)."""
+        if micro_batch in self.blocks_unfolded_in or direction not in self.layer_directions:
             return frozenset()
-        return self.dropped_blocks if direction in self.layer_directions else frozenset()
+        return frozenset(b for r in self.layer_runs for b in r.dropped_in(direction))
 
     @property
     def tokens_per_micro_batch(self) -> list[int]:

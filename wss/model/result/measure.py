@@ -116,7 +116,7 @@ def _layer_folds(plan: Plan) -> list[LayerFoldRecord]:
     out = []
     for direction in plan.layer_directions:
         for run in plan.layer_runs:
-            dropped = list(run.dropped)
+            dropped = list(run.dropped_in(direction))
             standing = dropped[0] - 1 if direction == "forward" else dropped[-1] + 1
             out.append(LayerFoldRecord(direction=direction, layer=layer_of[standing],
                                        stands_for=[layer_of[b] for b in sorted({standing, *dropped})]))
