@@ -8,6 +8,7 @@ the files it compares with (see tests/golden/README.md).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -19,6 +20,16 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 import golden  # noqa: E402  (needs the path above)
+
+# Bytecode is cached for this suite even where the environment says not to write it (PYTHONDONTWRITEBYTECODE=1,
+# as in many container images and on CI): else each xdist worker parses, assertion-rewrites and compiles every
+# test module and, through the pytest11 entry point, every wss module again (about 6 of its 11 s of collection),
+# and every ``wss`` subprocess the tests start compiles wss anew.  The .pyc files go where Python keeps them,
+# __pycache__ folders beside the sources (ignored by git, left out of the sdist); a prefix folder
+# (sys.pycache_prefix) would instead recompile numpy, pandas and the rest in every fresh checkout.
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for the subprocesses
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
