@@ -20,6 +20,16 @@ if _HERE not in sys.path:
 
 import golden  # noqa: E402  (needs the path above)
 
+# Bytecode is cached for this suite's own processes even where the environment says not to write it
+# (PYTHONDONTWRITEBYTECODE=1, as in many container images and on CI): else each xdist worker parses,
+# assertion-rewrites and compiles every test module and, through the pytest11 entry point, every wss module
+# again (about half of a worker's collection).  The .pyc files go where Python keeps them, __pycache__ folders
+# beside the sources (ignored by git, left out of the sdist); a prefix folder (sys.pycache_prefix) would instead
+# recompile numpy, pandas and the rest in every fresh checkout.  The environment variable is left as it is for
+# the subprocesses the tests start, which are timed against signals (tests/core/test_cli_signals.py).
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -19,23 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from wss.errors import WssError
-from wss.studies.check import (
-    CheckError,
-    Comparison,
-    MissingBaseline,
-    StaleBaseline,
-    baseline_from_result,
-    baseline_path,
-    check_scenario,
-    compare,
-    format_table,
-    load_baseline,
-    save_baseline,
-)
+if TYPE_CHECKING:
+    from wss.studies.check import Comparison
+
+# wss.studies.check (and the simulator behind it, numpy and pydantic) is imported where a check runs, not here:
+# pytest loads this module through its entry point in every session wherever wss is installed, and marks the
+# whole wss package for assertion rewriting, so an import here costs every session over half a second.
 
 __all__ = ["WssTiming", "wss_timing"]
 
@@ -86,6 +79,9 @@ class WssTiming:
         with the new baseline (every metric ok) and never fails the test; what moved from
         the old baseline is listed in the terminal summary.
         """
+        from wss.errors import WssError
+        from wss.studies.check import MissingBaseline, StaleBaseline, baseline_path, check_scenario, format_table
+
         path = Path(scenario)
         if not path.is_absolute():
             path = self.rootdir / path
@@ -126,6 +122,14 @@ class WssTiming:
         """Re-record ``path``'s baseline; return the run compared with it, and note what moved from the old one."""
         from wss.model.scenario import load_scenario
         from wss.model.simulate import simulate
+        from wss.studies.check import (
+            CheckError,
+            baseline_from_result,
+            compare,
+            format_table,
+            load_baseline,
+            save_baseline,
+        )
 
         result = simulate(load_scenario(path))
         new = baseline_from_result(result, path)

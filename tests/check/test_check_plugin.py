@@ -16,8 +16,12 @@ import numpy  # noqa: F401  (see below)
 import pytest
 from check_helpers import FC_MNIST, edit_metrics
 
+import wss.studies.check  # noqa: F401  (see below)
+
 # numpy is imported here, before any inner session: `import wss` no longer loads it, and pytester drops
 # the modules an in-process session imported, while numpy's C core cannot be loaded twice in one process.
+# wss.studies.check too, which the plugin imports only when a check runs: else every inner session would
+# import it (and the simulator) anew.
 
 # Here, not in tests/check/conftest.py: pytest refuses pytest_plugins in a conftest below the top level.
 pytest_plugins = ["pytester"]
