@@ -103,6 +103,38 @@ def test_sigint_is_still_ctrl_c(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+#: ``wss presets`` whose command raises KeyboardInterrupt from inside an ``exec`` of source text, as Ctrl-C does
+#: when it lands while ``dataclasses`` writes a class's methods mid-command.
+_INTERRUPT_IN_EXEC = """
+import sys
+import wss.cli.app as app
+class Owner:
+    @staticmethod
+    def run(args):
+        exec("raise KeyboardInterrupt")
+app._owner = lambda command: Owner
+sys.argv = [sys.argv[0], "presets"]
+sys.exit(app.main())
+"""
+
+
+def test_ctrl_c_caught_inside_an_exec_still_exits_130_under_python_m(tmp_path):
+    """Run as ``python -m``, CPython 3.8-3.11 remember a KeyboardInterrupt that left an ``exec`` of text and kill
+    the process with SIGINT at exit even when it was caught (the console script exits through another path).
+    wss must still exit with 130 and its one line: ``python -m wss`` died by SIGINT about one Ctrl-C in six,
+    those that landed while a dataclass was being defined."""
+    main = tmp_path / "run" / "wss" / "__main__.py"  # `python -m run.wss`: the wss program, by its file's name
+    main.parent.mkdir(parents=True)
+    (tmp_path / "run" / "__init__.py").write_text("")
+    (main.parent / "__init__.py").write_text("")
+    main.write_text(_INTERRUPT_IN_EXEC)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "run.wss"], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=60)
+    assert proc.returncode == EXIT_INTERRUPTED, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip() == "interrupted"
+
+
 #: Runs ``wss ARGS`` as the console script does, with the import of module MODULE held up for 30 s (it
 #: prints "importing" first): a signal sent then lands during that import, deterministically.
 _SLOW_IMPORT = """

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import wss._starting  # noqa: F401  (installs the silent start-up handlers; done already by `import wss`)
+from wss._starting import is_wss_program
 from wss._version import __version__
 from wss.cli import check, completion, diff, fidelity, plan, schema, see, simulate, sweep
 from wss.cli import size as size_cmd
@@ -125,13 +126,31 @@ def main(argv: list[str] | None = None) -> int:
 
     SIGTERM is handled as Ctrl-C is (exit codes 143 and 130, :mod:`wss.cli.common`).
     """
-    with signals_as_exceptions():
-        try:
-            return interrupted_code(_main(argv))
-        except Terminated:  # landed outside a command (while parsing or printing)
-            return EXIT_TERMINATED
-        except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
+    try:
+        with signals_as_exceptions():
+            try:
+                return interrupted_code(_main(argv))
+            except Terminated:  # landed outside a command (while parsing or printing)
+                return EXIT_TERMINATED
+            except KeyboardInterrupt:
+                return EXIT_INTERRUPTED
+    finally:
+        if is_wss_program():
+            _forget_interrupt()
+
+
+def _forget_interrupt() -> None:
+    """Let the ``wss`` program exit with the code :func:`main` returns, after a Ctrl-C it caught too.
+
+    Run as ``python -m wss``, CPython 3.8 to 3.11 remember a KeyboardInterrupt that escaped an ``exec`` of source
+    text, caught or not, and at exit kill the process with SIGINT instead of exiting with its code
+    (``_Py_UnhandledKeyboardInterrupt``, set in ``run_eval_code_obj`` of Python/pythonrun.c; the console script
+    exits through another path).  ``dataclasses`` writes every dataclass's methods so, and a module that defines
+    dataclasses can be imported mid-command: a Ctrl-C landing there ended ``python -m wss`` by SIGINT, not with
+    130, about one run in six.  Each ``exec`` of text clears the flag as it starts, and wss catches every
+    KeyboardInterrupt its commands raise, so one more clears it for good.
+    """
+    exec("pass")  # source text, not a code object: see the docstring
 
 
 @contextlib.contextmanager
