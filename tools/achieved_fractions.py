@@ -87,11 +87,12 @@ def _with(scenario: Scenario, pinned: dict[str, Any], key: str, value: float) ->
 
 
 def weight_flops(scenario: Scenario) -> float:
-    """FLOPs of one wafer's weight kernels per step: 6 per non-zero weight per token it multiplies."""
+    """FLOPs of one wafer's weight kernels per step, as the Result counts the executed ones (recompute aside):
+    forward, backward data and weight gradients, 2 each per non-zero weight per input it multiplies."""
     ops = expand_model(scenario.workload.model, scenario.workload.sparsity, scenario.seq_len)
     tokens = scenario.training.global_batch / scenario.hardware.wafers * scenario.seq_len
-    per_token = sum(op.dense_flops_per_token() * op.density for op in ops if isinstance(op, StreamedKernel))
-    return 3.0 * per_token * tokens
+    return 3.0 * sum(op.executed_flops(tokens) for op in ops if isinstance(op, StreamedKernel)
+                     and op.kind == "matmul")
 
 
 def reading(case: Case) -> Reading:

@@ -349,12 +349,8 @@ def _flops(cluster: Cluster, tokens: int, step_time: float) -> FlopsSummary:
         if isinstance(op, StreamedKernel):
             if op.kind == "embedding":
                 continue
-            d = op.dense_flops_per_token() * tokens
-            # An expert executes its capacity of slots (padding included); the model's FLOPs count its routed tokens.
-            # A per-sample kernel multiplies one input per sample.
-            e = 2.0 * nnz[id(op)] * tokens
-            e = e if op.computed_share == 1.0 else e * op.computed_share
-            e = e if op.tokens_per_input == 1 else e / op.tokens_per_input
+            d = op.dense_flops_per_token() * tokens  # the model's FLOPs: an expert's routed tokens only
+            e = op.executed_flops(tokens, nnz[id(op)])
             dense += 3 * d
             executed += 3 * e + (e if recompute_blocks and op.block is not None else 0.0)
         else:

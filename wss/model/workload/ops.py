@@ -96,6 +96,14 @@ class StreamedKernel:
             return self.params
         return round(self.params * self.density)
 
+    def executed_flops(self, tokens: float, nnz: int | None = None) -> float:
+        """Forward multiply-accumulate FLOPs the wafer executes on ``tokens`` tokens: 2 per non-zero (``nnz``, the
+        plan's count, or the expected :attr:`nnz`) per input it multiplies.  An expert executes its capacity of
+        slots (padding included); a per-sample kernel multiplies one input per sample."""
+        e = 2.0 * (self.nnz if nnz is None else nnz) * tokens
+        e = e if self.computed_share == 1.0 else e * self.computed_share
+        return e if self.tokens_per_input == 1 else e / self.tokens_per_input
+
     def dense_flops_per_token(self) -> float:
         """Forward multiply-accumulate FLOPs per token of the model if the kernel were dense.
 
