@@ -292,7 +292,9 @@ _STRAGGLER = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.f
 
 @pytest.mark.parametrize(("name", "overrides"), [
     ("cerebras_gpt_13b", {"training.steps": 3}),
-    ("gpt3_175b", {"training.steps": 2, **_STRAGGLER}),
+    # cut to 48 of its 96 blocks (WSS_SLOW=1: 96): the backlog drains 11 blocks into the forward pass instead of 23
+    ("gpt3_175b", {"training.steps": 2, **_STRAGGLER,
+                   **({} if os.environ.get("WSS_SLOW") else {"workload.model.layers.1.repeat": 48})}),
 ], ids=["cerebras-13b-3-steps", "straggler-2-steps"])
 def test_later_steps_fold_their_blocks_after_the_update_backlog(name, overrides):
     """Multi-step runs with clipped updates (issue #23) fold their blocks in every step, and the answer equals
