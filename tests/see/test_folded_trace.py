@@ -52,9 +52,11 @@ CASES = {
                                           "workload.model.layers.1.repeat": 12,
                                           "simulation.fold_micro_batches": fold}), {"block", "micro-batch", "step"}),
     # every wafer apart; 22 micro-batches of an even split, the last two smaller: 16 copies before micro-batch 20
-    # (pinned: with lanes the planner prefers one offloaded micro-batch of 64, which has no micro-batches to fold)
+    # (pinned: with lanes the planner prefers one offloaded micro-batch of 64, which has no micro-batches to fold);
+    # 12 of its 32 blocks fold the same (micro-batches only, 6 simulated), with a third of the spans to compare
     "gpt3_6.7b_sparse unfolded: micro-batches": (lambda fold: wss.load_scenario(
         SCENARIOS / "gpt3_6.7b_sparse.yaml", {"hardware.wafers": 4, "training.global_batch": 256,
+                                              "workload.model.layers.1.repeat": 12,
                                               "training.micro_batch": 3, "training.activation_checkpointing": "none",
                                               "simulation.fold_wafers": False, "simulation.fold_micro_batches": fold,
                                               # the calibration this fold pattern was found at
