@@ -218,13 +218,13 @@ def test_summary_and_validate_say_where_block_inputs_go(capsys):
 @pytest.mark.parametrize("store", ["hardware.activation_store.location=memoryx",
                                    "hardware.activation_store.bandwidth_Bps=2e9"], ids=["memoryx", "host"])
 def test_micro_batches_and_steps_fold_with_a_limited_store(store):
-    """Cerebras-GPT 13B cut to 16 of its 40 blocks on 2 wafers, 10 micro-batches and 8 steps with a limited store
-    (the host one binds the step; MemoryX shares its ports with the stream): folded (5 of each simulated; the
-    store's intake and transfers checked to repeat) as simulating every one.  16 blocks take the 40's path (the
-    blocks' fold is tried and its check fails on the same queue, then micro-batches and steps fold) at under a
-    third of the unfolded run's events."""
+    """Cerebras-GPT 13B cut to 16 of its 40 blocks on 2 wafers, 7 micro-batches and 7 steps with a limited store
+    (the host one binds the step; MemoryX shares its ports with the stream): folded (5 of each simulated, 2 copies
+    of each; 7 is the fewest that fold, and more copies only repeat the checked period) as simulating every one,
+    the store's intake and transfers checked to repeat.  16 blocks take the 40's path (the blocks' fold is tried
+    and its check fails on the same queue, then micro-batches and steps fold) at under a third of its events."""
     s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", [
-        "hardware.wafers=2", "training.global_batch=40", "training.micro_batch=2", "training.steps=8",
+        "hardware.wafers=2", "training.global_batch=28", "training.micro_batch=2", "training.steps=7",
         "workload.model.layers.1.repeat=16", "training.activation_checkpointing=offload", store])
     folded = wss.simulate(s)
     assert folded.cluster["micro_batches_simulated"] == 5 and folded.cluster["steps_simulated"] == 5

@@ -2,9 +2,9 @@
 
 Every shipped scenario is simulated, and the brain-scale two (gpt_1t.yaml, brain_120t.yaml) validated,
 through ``wss.cli.main`` in this process (``core_helpers.run_wss_here``: a fresh interpreter per scenario
-cost more than most of the simulations); test_in_process_runs_print_what_the_real_program_prints checks that
-the console script prints the same, byte for byte.  The default output folder, ``--set``, ``--version`` under
-``python -m``, usage errors, ``validate`` and ``presets`` run the real program.
+cost more than most of the simulations), and so do the default output folder's and ``--set``'s runs;
+test_in_process_runs_print_what_the_real_program_prints checks that the console script prints the same, byte for
+byte.  ``--version`` under ``python -m``, usage errors, ``validate`` and ``presets`` run the real program.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ ALL = sorted(p.name for p in SCENARIOS.glob("*.yaml"))
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    """Simulate every shipped scenario and validate the brain-scale ones in this process; run the default
-    output folder's and ``--set``'s simulations through the real program."""
+    """Simulate every shipped scenario, validate the brain-scale ones, and run the default output folder's and
+    ``--set``'s simulations, all in this process (the output folder is relative to the folder it runs in)."""
     root = tmp_path_factory.mktemp("cli")
     jobs = {}
     default_cwd = root / "default"
@@ -42,7 +42,8 @@ def shipped(tmp_path_factory):
     )
     here = {("simulate", n): run_wss_here(["simulate", SCENARIOS / n, "-o", root / n], root) for n in ALL}
     here |= {("validate", n): run_wss_here(["validate", SCENARIOS / n], root) for n in SLOW}
-    return root, {**here, **run_wss_parallel(jobs)}
+    here |= {key: run_wss_here(argv, cwd) for key, (argv, cwd) in jobs.items()}
+    return root, here
 
 
 def test_every_shipped_scenario_is_covered():

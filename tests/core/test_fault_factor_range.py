@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from core_helpers import SCENARIOS
+from core_helpers import SCENARIOS, run_wss_here
 
 import wss
 from wss.errors import ScenarioError, SimulatedTimeOverflow, WssError
@@ -51,9 +51,11 @@ def test_the_range_and_its_reason_are_in_the_schema():
 
 
 def test_the_reproducer_is_one_line_and_exit_2_at_once(tmp_path):
-    argv = [sys.executable, "-m", "wss", "simulate", str(FC_MNIST), "-o", str(tmp_path / "o"), "--set",
-            "hardware.wafers=2", "--set", "faults.links=[{edge: swarmx.l1.1, bandwidth_factor: 5e-324}]"]
-    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    """Through ``wss.cli.main`` in this process: its exit code and stderr are the real program's
+    (tests/core/test_cli.py)."""
+    argv = ["simulate", FC_MNIST, "-o", tmp_path / "o", "--set", "hardware.wafers=2",
+            "--set", "faults.links=[{edge: swarmx.l1.1, bandwidth_factor: 5e-324}]"]
+    run = run_wss_here(argv, tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines() == [run.stderr.strip()] and "must be at least 1e-3" in run.stderr
     assert not (tmp_path / "o").exists()

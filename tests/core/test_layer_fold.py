@@ -50,9 +50,15 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b), 1e-300)
 
 
-#: A numerics run simulates every step, and FC-MNIST has no blocks to fold: 20 of the walk-through's 200 steps check
-#: the same (nothing folded, the same bytes) at a tenth of the cost.  WSS_SLOW=1 runs the 200.
-FEWER_STEPS = {} if os.environ.get("WSS_SLOW") else {"fc_mnist_numerics": {"training.steps": 20}}
+#: Cheaper runs that check the same; WSS_SLOW=1 runs the shipped ones.  A numerics run simulates every step, and
+#: FC-MNIST has no blocks to fold: 20 of the walk-through's 200 steps check the same (nothing folded, the same bytes)
+#: at a tenth of the cost.  Llama-3 70B's 80 blocks and Mixtral's 32 fold as 16 and 12 do (four simulated at each
+#: end, the rest copies), and the run that simulates every one of 16 or 12 costs a quarter and a third as much.
+SMALLER = {} if os.environ.get("WSS_SLOW") else {
+    "fc_mnist_numerics": {"training.steps": 20},
+    "llama3_70b_16xcs3": {"workload.model.layers.1.repeat": 16},
+    "mixtral_8x7b_4xcs3": {"workload.model.layers.1.repeat": 12},
+}
 
 
 #: What a folded Result says differently by design: its events, its records (a folded block's stands for its
@@ -99,7 +105,7 @@ def _numbers_that_differ(folded: wss.Result, full: wss.Result) -> list[str]:
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_folded_layers_give_the_answer_of_every_block_simulated(name):
-    folded, fc, full, uc = _pair(name, **FEWER_STEPS.get(name, {}))
+    folded, fc, full, uc = _pair(name, **SMALLER.get(name, {}))
     assert uc.folding.layers is None
     assert _rel(folded.step_time_s, full.step_time_s) <= REL
     scale = full.step_time_s
@@ -265,15 +271,17 @@ def _assert_same_answer(folded: wss.Result, full: wss.Result) -> None:
 
 
 def test_multi_step_runs_fold_layers_or_fall_back_exactly():
-    """A 6-step GPT-3 run (too few steps to fold steps, which takes 7) folds its blocks in every step: with clipped
+    """A 3-step GPT-3 run (too few steps to fold steps, which takes 7) folds its blocks in every step: with clipped
     updates each later step's forward pass starts behind the previous step's update backlog, so the ladder
     simulates a longer stretch at the start of the run (30 blocks, the end keeping four), and the answer equals
-    every block simulated.  Before, the fold failed in step 1 and every block of every step was simulated."""
-    folded, fc, full, uc = _pair("gpt3_175b", **{"training.steps": 6})
-    assert fc.plan.step_fold_copies == 0 and fc.plan.simulated_steps == 6
+    every block simulated.  Before, the fold failed in step 1 and every block of every step was simulated.  Three
+    steps have two later ones, the second behind a later step's own backlog; 6 (the most that do not fold steps)
+    gave the same plan and folds at twice the cost."""
+    folded, fc, full, uc = _pair("gpt3_175b", **{"training.steps": 3})
+    assert fc.plan.step_fold_copies == 0 and fc.plan.simulated_steps == 3
     assert fc.plan.layer_runs == (BlockRun(0, 95, settle=4, lead=26),)
     assert fc.folding.layers is not None
-    assert {f.point.step for f in fc.folding.layers.folds if f.point.direction == "forward"} == set(range(6))
+    assert {f.point.step for f in fc.folding.layers.folds if f.point.direction == "forward"} == set(range(3))
     assert fc.events < uc.events / 2
     _assert_same_answer(folded, full)
 
@@ -283,15 +291,17 @@ _STRAGGLER = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.f
 
 
 @pytest.mark.parametrize(("name", "overrides"), [
-    ("gpt3_175b", {"training.steps": 2}),
     ("cerebras_gpt_13b", {"training.steps": 3}),
-    ("gpt3_175b", {"training.steps": 2, **_STRAGGLER}),
-], ids=["gpt3-2-steps", "cerebras-13b-3-steps", "straggler-2-steps"])
+    # cut to 48 of its 96 blocks (WSS_SLOW=1: 96): the backlog drains 11 blocks into the forward pass instead of 23
+    ("gpt3_175b", {"training.steps": 2, **_STRAGGLER,
+                   **({} if os.environ.get("WSS_SLOW") else {"workload.model.layers.1.repeat": 48})}),
+], ids=["cerebras-13b-3-steps", "straggler-2-steps"])
 def test_later_steps_fold_their_blocks_after_the_update_backlog(name, overrides):
     """Multi-step runs with clipped updates (issue #23) fold their blocks in every step, and the answer equals
     every block simulated.  GPT-3 175B's later steps repeat only once the update backlog has drained, about 25
     blocks into the forward pass, so the ladder simulates more blocks at the start of the run; Cerebras-GPT 13B's
-    backlog drains within the first four."""
+    backlog drains within the first four.  (GPT-3 175B folded, on 3 steps: test_multi_step_runs_fold_layers_or_
+    fall_back_exactly checks all this and more, the run's exact blocks ladder.)"""
     s = wss.load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides=overrides)
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
@@ -319,8 +329,13 @@ def test_unfolded_runs_fold_layers_too(overrides):
     four simulated at each end (a wafer with fewer samples runs ahead of the stream by what the buffers hold,
     and its period converges to the slowest wafer's only slowly), so every block of it is simulated
     (``Plan.blocks_unfolded_in``); here that is the only micro-batch, nothing folds, and the run must equal the
-    one with every block simulated, byte for byte."""
-    base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False}
+    one with every block simulated, byte for byte.
+
+    GPT-3 175B cut to 32 of its 96 blocks (WSS_SLOW=1: all 96): each case folds as at 96 (the same blocks
+    simulated, 9 forward with the straggler, 8 otherwise; nothing with uneven shards or a node down), and the runs
+    that simulate every block cost a quarter as much."""
+    base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
+            **({} if os.environ.get("WSS_SLOW") else {"workload.model.layers.1.repeat": 32})}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
@@ -435,13 +450,14 @@ def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
 def test_per_block_views_of_a_straggler_count_the_backward_passes_folded_past_the_forward_ones():
     """GPT-3 175B on 16 wafers with a 1.1x straggler folds the forward passes from block 5 and the backward ones
     from block 4 (test_a_straggler_settles_longer_and_folds_both_ways): the backward pass standing for the copies
-    stands for block 4's too, so every block's passes and times are those of every block simulated."""
+    stands for block 4's too, so every block's passes and times are those of every block simulated.  Cut to 32 of
+    its 96 blocks, it folds the same way (at 96: 88 and 89 blocks stood for), at a quarter of the cost."""
     over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
-            "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
+            "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}], "workload.model.layers.1.repeat": 32}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
     folded = simulate_detailed(s, record=False)[0]
     full = simulate_detailed(s, record=False, fold_layers=False)[0]
     assert folded.layer_folds is not None
     assert [(f.direction, f.layer, f.stands_for[0], len(f.stands_for)) for f in folded.layer_folds] == [
-        ("forward", "block.4", "block.4", 88), ("backward", "block.92", "block.4", 89)]
+        ("forward", "block.4", "block.4", 24), ("backward", "block.28", "block.4", 25)]
     _same_per_block_views(folded, full)

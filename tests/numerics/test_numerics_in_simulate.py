@@ -77,17 +77,17 @@ def test_numerics_do_not_depend_on_blas_threads():
     assert len(digests) == 1
 
 
-def test_the_cli_shows_the_loss_curve(tmp_path):
+def test_the_cli_shows_the_loss_curve(tmp_path, capsys):
+    """Through ``wss.cli.main``, the console script's entry point, in this process (what it prints is the real
+    program's: tests/core/test_cli.py)."""
     import yaml
+
+    from wss.cli import main
 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(scenario(steps=20)))
-    wss_cmd = Path(sys.executable).with_name("wss")
-    out = subprocess.run(
-        [str(wss_cmd), "simulate", str(path), "-o", str(tmp_path / "o")], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    line = next(l for l in out.stdout.splitlines() if l.strip().startswith("loss"))
+    assert main(["simulate", str(path), "-o", str(tmp_path / "o")]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.strip().startswith("loss"))
     assert "over 20 steps" in line and "accuracy" in line
 
 
@@ -104,10 +104,9 @@ def test_a_diverging_run_is_a_result_that_reads_back(tmp_path):
     result.save(path)
     again = wss.Result.load(path)
     assert again.numerics.losses == losses
-    out = subprocess.run(
-        [sys.executable, "-m", "wss", "report", str(path)], capture_output=True, text=True, cwd=REPO
-    )
-    assert out.returncode == 0, out.stderr
+    from wss.cli import main
+
+    assert main(["report", str(path)]) == 0  # the real program's entry point, in this process
 
 
 def test_a_node_down_trains_on_the_wafers_it_leaves():

@@ -39,17 +39,24 @@ CASES = {
     "gpt3-125m: micro-batches and steps": (
         lambda fold: {**SMALL_GPT, "simulation": {"fold_micro_batches": fold}}, {"micro-batch", "step"}),
     "gpt3_175b: blocks": (lambda fold: wss.load_scenario(SCENARIOS / "gpt3_175b.yaml"), {"block"}),
-    # 16 wafers apart, wafer 5 slower (it paces; the others wait): every wafer's track places its own passes
+    # 16 wafers apart, wafer 5 slower (it paces; the others wait): every wafer's track places its own passes; 32 of
+    # the 96 blocks fold as the 96 do (9 forward and 8 backward simulated), with a third of the spans to compare
     "gpt3_175b unfolded, a straggler: blocks": (lambda fold: wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", {
         "hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
-        "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}), {"block"}),
+        "workload.model.layers.1.repeat": 32, "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}), {"block"}),
+    # cut to 12 of its 40 blocks (four simulated at each end, four copies; 10 is the fewest that fold), with 8
+    # micro-batches and 7 steps (7 of each is the fewest): the three folds nest as at 40 blocks, and the full run
+    # this is checked against simulates 12 blocks, not 40, at about a third of the cost
     "cs3_gpt3_13b x 7 steps: blocks, micro-batches and steps": (lambda fold: wss.load_scenario(
         SCENARIOS / "cs3_gpt3_13b.yaml", {"training.micro_batch": 8, "training.steps": 7,
+                                          "workload.model.layers.1.repeat": 12,
                                           "simulation.fold_micro_batches": fold}), {"block", "micro-batch", "step"}),
     # every wafer apart; 22 micro-batches of an even split, the last two smaller: 16 copies before micro-batch 20
-    # (pinned: with lanes the planner prefers one offloaded micro-batch of 64, which has no micro-batches to fold)
+    # (pinned: with lanes the planner prefers one offloaded micro-batch of 64, which has no micro-batches to fold);
+    # 12 of its 32 blocks fold the same (micro-batches only, 6 simulated), with a third of the spans to compare
     "gpt3_6.7b_sparse unfolded: micro-batches": (lambda fold: wss.load_scenario(
         SCENARIOS / "gpt3_6.7b_sparse.yaml", {"hardware.wafers": 4, "training.global_batch": 256,
+                                              "workload.model.layers.1.repeat": 12,
                                               "training.micro_batch": 3, "training.activation_checkpointing": "none",
                                               "simulation.fold_wafers": False, "simulation.fold_micro_batches": fold,
                                               # the calibration this fold pattern was found at
