@@ -276,17 +276,21 @@ def _dir_problem(path: Path) -> str | None:
             return f"{_shown(existing)} is a file, not a folder"
         return f"{_shown(existing)} is not a folder"
     txn = _ACTIVE.get()
+    made = txn.made_dirs if txn is not None else []  # outside a transaction nothing is tidied
     for d in reversed(missing):
+        # Recorded before it is made: a signal (Ctrl-C, SIGTERM) landing just after mkdir returns must still find
+        # it for the rollback, which removes it if it exists and is empty.  Dropped again if it is not this call's.
+        made.append(d)
         try:
             os.mkdir(d)
         except FileExistsError:
+            made.remove(d)
             if not os.path.isdir(d):
                 return f"{_shown(d)} is not a folder"
             continue
         except OSError as exc:
+            made.remove(d)
             return f"cannot create folder {_shown(d)}: {_reason(exc)}" if d != path else _reason(exc)
-        if txn is not None:
-            txn.made_dirs.append(d)
     return None
 
 

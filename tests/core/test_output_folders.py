@@ -175,3 +175,46 @@ def test_a_huge_name_is_quoted_short(tmp_path):
     assert bad.returncode == 2 and len(bad.stderr) < 3 * MAX_ECHO_CHARS
     long_out = run_wss_here(["schema", "-o", tmp_path / ("y" * 100_000)], cwd=tmp_path)
     assert long_out.returncode == 2 and len(long_out.stderr) < 3 * MAX_ECHO_CHARS, long_out.stderr[:300]
+
+
+@pytest.mark.parametrize("stage", [True, False])
+def test_a_signal_just_after_a_folder_is_made_still_removes_it(tmp_path, monkeypatch, stage):
+    """Ctrl-C (or SIGTERM) landing as ``mkdir`` returns, before wss has noted the folder as its own, used to leave
+    the empty output folder behind (seen once in tests/core/test_cli_signals.py, whose SIGINT follows the folder's
+    appearance): the rollback must find every folder the transaction made, however late the signal."""
+    import wss.files as files
+
+    real_mkdir = os.mkdir
+    made: list[str] = []
+
+    def mkdir_then_interrupted(path: str | os.PathLike[str], *args: object) -> None:
+        real_mkdir(path, *args)
+        made.append(os.fspath(path))
+        if len(made) == 2:  # the inner folder: the outer one was made and noted already
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "mkdir", mkdir_then_interrupted)
+    out = tmp_path / "outer" / "inner"
+    with pytest.raises(KeyboardInterrupt), all_or_nothing(stage=stage):
+        ensure_dir(out)
+    assert made == [str(tmp_path / "outer"), str(out)]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_that_appears_meanwhile_is_not_removed(tmp_path, monkeypatch):
+    """A folder made by someone else between wss's look and its ``mkdir`` is not wss's: an error afterwards must
+    not remove it, even while it is empty."""
+    import wss.files as files
+
+    real_mkdir = os.mkdir
+    out = tmp_path / "theirs"
+
+    def made_by_another_first(path: str | os.PathLike[str], *args: object) -> None:
+        real_mkdir(path, *args)
+        raise FileExistsError(path)
+
+    monkeypatch.setattr(files.os, "mkdir", made_by_another_first)
+    with pytest.raises(RuntimeError), all_or_nothing():
+        ensure_dir(out)
+        raise RuntimeError("the command failed after making its folder")
+    assert out.is_dir()
