@@ -15,6 +15,14 @@ whole refit, one command.  Other uses::
     python tools/calibrate.py --at            # no fit: every row's error at the shipped values
     python tools/calibrate.py --analytic      # report on the planner's analytic level (fast) instead of simulating
     python tools/calibrate.py --on m7,m8,m11 --params hardware.wafer.kernel_efficiency@wse2,...   # a hypothesis
+    python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=8e-4   # fit the rest with a cost held
+
+``--hold KEY=VALUE`` (repeatable) sets a parameter the fit does not move, in every row it applies to, before the
+fit and in the report and the leave-one-out refits: a mechanism's cost at a trial value.  A local fit cannot find
+a cost whose shipped value is zero (at zero its rows do not feel it, so the search has no slope to follow), so a
+scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
+
+    for v in 0 3e-4 8e-4; do python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=$v; done
 
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
 value per chip generation.  A key ``FIELD@RELEASE`` (e.g. ``@R1.8``, a runtime preset's ``release``)
@@ -292,9 +300,10 @@ def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything:
 
 
 def fit(gs: Sequence[Group], analytic: bool, everything: Sequence[Case],
-        log: Callable[[str], None] = lambda _: None) -> dict[str, float]:
-    """Every group's values: the base group first, then each release on top of it."""
-    values: dict[str, float] = {}
+        log: Callable[[str], None] = lambda _: None, held: dict[str, float] | None = None) -> dict[str, float]:
+    """Every group's values: the base group first, then each release on top of it; the ``held`` values (keys
+    no group fits) apply to every fit and are returned with the fitted ones."""
+    values: dict[str, float] = dict(held or {})
     for g in gs:
         values.update(fit_group(g, values, analytic, everything, log))
     return values
@@ -408,7 +417,32 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--on", default="",
                     help="comma-separated row ids to fit instead of the cases marked 'calibrated on' (e.g. m1,m4,m6)")
     ap.add_argument("--write", action="store_true", help="write the fitted values into configs/ (the refit)")
+    ap.add_argument("--hold", action="append", default=[], metavar="KEY=VALUE",
+                    help="hold a parameter the fit does not move at VALUE in every row it applies to "
+                         "(repeatable; KEY as for --params)")
     return ap.parse_args(argv)
+
+
+def _held(pairs: Sequence[str], fitted: Sequence[str]) -> dict[str, float] | str:
+    """``--hold`` values by key, or why they cannot be taken."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            return f"--hold {pair!r}: expected KEY=VALUE"
+        if _split(key)[0] not in KNOWN:
+            return f"--hold: unknown {key}; known: {', '.join(KNOWN)}"
+        if key in fitted:
+            return f"--hold: {key} is also in --params: a parameter is either fitted or held"
+        try:
+            value = float(text)
+        except ValueError:
+            return f"--hold {key}: {text!r} is not a number"
+        if not math.isfinite(value) or value < 0:
+            return f"--hold {key}: {text!r} is not a finite value of at least 0"
+        out[key] = value
+    return out
 
 
 def _calibration_rows(cases: list[Case], on: str) -> list[Case] | None:
@@ -444,8 +478,8 @@ def record(values: dict[str, float], before: dict[str, float], gs: Sequence[Grou
     }
 
 
-def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[Case],
-                   cases: list[Case]) -> tuple[dict[str, float], dict[str, tuple[float, bool]]] | int:
+def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[Case], cases: list[Case],
+                   held: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, bool]]] | int:
     """Fit, print each value before -> after, the leave-one-out errors, and with ``--write`` put the values in
     configs/ and the record in docs/calibration.json; an exit code on a refusal."""
     gs = groups(keys, calibration)
@@ -460,13 +494,15 @@ def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[
             rows = ", ".join(row_label(c) for c in g.rows) or "(none)"
             print(f"fitting {', '.join(p.key for p in g.params)} on {rows}"
                   + (" - set by one row: no held-out check" if len(g.rows) == 1 else ""), flush=True)
-        values = fit(gs, True, cases)
+        if held:
+            print("held: " + ", ".join(f"{k} = {v:g}" for k, v in held.items()), flush=True)
+        values = fit(gs, True, cases, held=held)
     except ValueError as exc:
         print(f"error: --params: {exc}", file=sys.stderr)
         return 2
     print("fitted (two significant digits), before -> after:")
-    for k, v in values.items():
-        print(f"  {k}: {before[k]:g} -> {v:g}")
+    for k in before:
+        print(f"  {k}: {before[k]:g} -> {values[k]:g}")
     loo = leave_one_out(gs, values, True, cases)
     if args.write:
         try:
@@ -492,14 +528,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)
         return 2
-    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT)):
+    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold):
         print("error: --write is the refit: the default parameters on the rows marked 'calibrated on' "
-              "(no --at, --on or --params)", file=sys.stderr)
+              "(no --at, --on, --params or --hold)", file=sys.stderr)
         return 2
-    values: dict[str, float] = {}
+    held = _held(args.hold, [] if args.at else keys)
+    if isinstance(held, str):
+        print(f"error: {held}", file=sys.stderr)
+        return 2
+    values: dict[str, float] = dict(held)
     loo: dict[str, tuple[float, bool]] = {}
     if not args.at:
-        fitted = _fit_and_write(args, keys, calibration, cases)
+        fitted = _fit_and_write(args, keys, calibration, cases, held)
         if isinstance(fitted, int):
             return fitted
         values, loo = fitted

@@ -177,3 +177,41 @@ def test_a_row_whose_costed_pipeline_never_binds_stays_with_the_runtimes_rows(ca
     gs = calibrate.groups(["hardware.runtime.step_overhead_s", key], [paced, slower, small])
     assert [sorted(c.name for c in g.rows) for g in gs] == [sorted([slower.name, small.name]),
                                                              sorted([paced.name, slower.name, small.name])]
+
+
+@pytest.mark.parametrize("pair, says", [
+    ("hardware.runtime.kernel_switch_s", "expected KEY=VALUE"),
+    ("hardware.runtime.no_such_cost=1e-3", "unknown"),
+    ("hardware.runtime.kernel_switch_s=fast", "not a number"),
+    ("hardware.runtime.kernel_switch_s=-1e-3", "at least 0"),
+    ("hardware.runtime.step_overhead_s=0.01", "also in --params"),
+])
+def test_a_held_value_that_cannot_be_taken_is_refused(calibrate, capsys, pair, says):
+    assert calibrate.main(["--hold", pair, "--on", "m7,m8,m10,m11"]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_write_refuses_a_held_value(calibrate, capsys):
+    assert calibrate.main(["--write", "--hold", "hardware.runtime.kernel_switch_s=1e-3"]) == 2
+    assert "--hold" in capsys.readouterr().err
+
+
+def test_a_held_cost_applies_to_every_row_it_reaches(calibrate, capsys, monkeypatch):
+    """``--at --hold``: the report runs each row with the held value (here one row, so the test is quick); the fit
+    carries held values through as fixed ones (:func:`fit` returns them with the fitted values)."""
+    monkeypatch.setattr(calibrate, "CASES", [REPO / "scenarios" / "validation" / "measured_m1_gpt2_small.yaml"])
+
+    def model_rate(argv):
+        assert calibrate.main(argv) == 0
+        (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("M1 ")]
+        words = row.split()
+        error = next(i for i, w in enumerate(words) if w.endswith("%"))  # the model's rate stands before its error
+        return float(words[error - 1])
+
+    shipped = model_rate(["--at"])
+    slowed = model_rate(["--at", "--hold", "hardware.runtime.step_overhead_s=0.5"])
+    other_chip = model_rate(["--at", "--hold", "hardware.runtime.step_overhead_s@wse3=0.5"])
+    assert slowed < shipped / 2  # half a second more per step of about 0.19 s
+    assert other_chip == shipped  # a CS-3 value leaves a CS-2 row alone
+    assert calibrate.fit([], True, [], held={"hardware.runtime.kernel_switch_s": 1e-3}) == {
+        "hardware.runtime.kernel_switch_s": 1e-3}
