@@ -24,6 +24,9 @@ scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
 
     for v in 0 3e-4 8e-4; do python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=$v; done
 
+``--start KEY=VALUE`` (repeatable) starts the search of a fitted parameter there instead of at its shipped value:
+with a scan's best value, the fit can then move such a cost both ways.
+
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
 value per chip generation.  A key ``FIELD@RELEASE`` (e.g. ``@R1.8``, a runtime preset's ``release``)
 moves it only in that release's rows and is fitted on that release's rows alone, after the other
@@ -300,12 +303,14 @@ def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything:
 
 
 def fit(gs: Sequence[Group], analytic: bool, everything: Sequence[Case],
-        log: Callable[[str], None] = lambda _: None, held: dict[str, float] | None = None) -> dict[str, float]:
+        log: Callable[[str], None] = lambda _: None, held: dict[str, float] | None = None,
+        start: dict[str, float] | None = None) -> dict[str, float]:
     """Every group's values: the base group first, then each release on top of it; the ``held`` values (keys
-    no group fits) apply to every fit and are returned with the fitted ones."""
+    no group fits) apply to every fit and are returned with the fitted ones; ``start``: where the search of a
+    fitted key begins, where not at its shipped value."""
     values: dict[str, float] = dict(held or {})
     for g in gs:
-        values.update(fit_group(g, values, analytic, everything, log))
+        values.update(fit_group(g, values, analytic, everything, log, start=start))
     return values
 
 
@@ -420,27 +425,32 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--hold", action="append", default=[], metavar="KEY=VALUE",
                     help="hold a parameter the fit does not move at VALUE in every row it applies to "
                          "(repeatable; KEY as for --params)")
+    ap.add_argument("--start", action="append", default=[], metavar="KEY=VALUE",
+                    help="start the search of a fitted parameter (one in --params) at VALUE (repeatable)")
     return ap.parse_args(argv)
 
 
-def _held(pairs: Sequence[str], fitted: Sequence[str]) -> dict[str, float] | str:
-    """``--hold`` values by key, or why they cannot be taken."""
+def _key_values(option: str, pairs: Sequence[str], fitted: Sequence[str], want_fitted: bool
+                ) -> dict[str, float] | str:
+    """``--hold`` (keys not fitted) or ``--start`` (keys fitted) values by key, or why they cannot be taken."""
     out: dict[str, float] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            return f"--hold {pair!r}: expected KEY=VALUE"
+            return f"{option} {pair!r}: expected KEY=VALUE"
         if _split(key)[0] not in KNOWN:
-            return f"--hold: unknown {key}; known: {', '.join(KNOWN)}"
-        if key in fitted:
-            return f"--hold: {key} is also in --params: a parameter is either fitted or held"
+            return f"{option}: unknown {key}; known: {', '.join(KNOWN)}"
+        if want_fitted and key not in fitted:
+            return f"{option}: {key} is not in --params: only a fitted parameter has a search to start"
+        if not want_fitted and key in fitted:
+            return f"{option}: {key} is also in --params: a parameter is either fitted or held"
         try:
             value = float(text)
         except ValueError:
-            return f"--hold {key}: {text!r} is not a number"
+            return f"{option} {key}: {text!r} is not a number"
         if not math.isfinite(value) or value < 0:
-            return f"--hold {key}: {text!r} is not a finite value of at least 0"
+            return f"{option} {key}: {text!r} is not a finite value of at least 0"
         out[key] = value
     return out
 
@@ -479,7 +489,8 @@ def record(values: dict[str, float], before: dict[str, float], gs: Sequence[Grou
 
 
 def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[Case], cases: list[Case],
-                   held: dict[str, float]) -> tuple[dict[str, float], dict[str, tuple[float, bool]]] | int:
+                   held: dict[str, float], start: dict[str, float]
+                   ) -> tuple[dict[str, float], dict[str, tuple[float, bool]]] | int:
     """Fit, print each value before -> after, the leave-one-out errors, and with ``--write`` put the values in
     configs/ and the record in docs/calibration.json; an exit code on a refusal."""
     gs = groups(keys, calibration)
@@ -496,7 +507,7 @@ def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[
                   + (" - set by one row: no held-out check" if len(g.rows) == 1 else ""), flush=True)
         if held:
             print("held: " + ", ".join(f"{k} = {v:g}" for k, v in held.items()), flush=True)
-        values = fit(gs, True, cases, held=held)
+        values = fit(gs, True, cases, held=held, start=start)
     except ValueError as exc:
         print(f"error: --params: {exc}", file=sys.stderr)
         return 2
@@ -528,18 +539,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)
         return 2
-    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold):
+    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold or args.start):
         print("error: --write is the refit: the default parameters on the rows marked 'calibrated on' "
-              "(no --at, --on, --params or --hold)", file=sys.stderr)
+              "(no --at, --on, --params, --hold or --start)", file=sys.stderr)
         return 2
-    held = _held(args.hold, [] if args.at else keys)
-    if isinstance(held, str):
-        print(f"error: {held}", file=sys.stderr)
-        return 2
+    fitted_keys = [] if args.at else keys
+    held = _key_values("--hold", args.hold, fitted_keys, want_fitted=False)
+    start = _key_values("--start", args.start, fitted_keys, want_fitted=True)
+    for problem in (held, start):
+        if isinstance(problem, str):
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+    assert isinstance(held, dict) and isinstance(start, dict)
     values: dict[str, float] = dict(held)
     loo: dict[str, tuple[float, bool]] = {}
     if not args.at:
-        fitted = _fit_and_write(args, keys, calibration, cases, held)
+        fitted = _fit_and_write(args, keys, calibration, cases, held, start)
         if isinstance(fitted, int):
             return fitted
         values, loo = fitted

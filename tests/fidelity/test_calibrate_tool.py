@@ -191,6 +191,36 @@ def test_a_held_value_that_cannot_be_taken_is_refused(calibrate, capsys, pair, s
     assert says in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["--start", "hardware.runtime.kernel_switch_s=5e-4"], "not in --params"),
+    (["--start", "hardware.runtime.step_overhead_s"], "expected KEY=VALUE"),
+    (["--write", "--start", "hardware.runtime.step_overhead_s=0.01"], "--start"),
+])
+def test_a_start_that_cannot_be_taken_is_refused(calibrate, capsys, argv, says):
+    assert calibrate.main(argv) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_search_starts_where_start_says(calibrate, monkeypatch):
+    """``--start`` reaches every group's search (a zero cost's search cannot leave zero: no slope there)."""
+    seen = []
+
+    def fake_fit_group(group, fixed, analytic, everything, log=None, start=None, xtol=1e-3):
+        seen.append(dict(start or {}))
+        return {p.key: (start or {}).get(p.key, 0.0) for p in group.params}
+
+    monkeypatch.setattr(calibrate, "fit_group", fake_fit_group)
+    cases = calibrate.load_cases(calibrate.CASES)
+    rows = [c for c in cases if calibrate.row_label(c) in ("M7", "M8", "M10", "M9")]
+    keys = ["hardware.runtime.kernel_switch_s", "hardware.runtime.compute_efficiency@R1.7"]
+    gs = calibrate.groups(keys, rows)
+    values = calibrate.fit(gs, True, cases, held={"hardware.wafer.nonweight_efficiency": 0.2},
+                           start={"hardware.runtime.kernel_switch_s": 5e-4})
+    assert seen == [{"hardware.runtime.kernel_switch_s": 5e-4}] * len(gs)
+    assert values == {"hardware.wafer.nonweight_efficiency": 0.2, "hardware.runtime.kernel_switch_s": 5e-4,
+                      "hardware.runtime.compute_efficiency@R1.7": 0.0}
+
+
 def test_write_refuses_a_held_value(calibrate, capsys):
     assert calibrate.main(["--write", "--hold", "hardware.runtime.kernel_switch_s=1e-3"]) == 2
     assert "--hold" in capsys.readouterr().err
