@@ -195,6 +195,26 @@ def _shipped(scenario: Scenario, key: str) -> float:
     return float(node)  # type: ignore[arg-type]
 
 
+def _limits(key: str, scenario: Scenario) -> tuple[float, float]:
+    """The range the scenario's schema accepts for a parameter (its field's bounds): the fit searches within it,
+    so a trial value is never one the scenario would refuse."""
+    *path, name = _split(key)[0].split(".")
+    node: object = scenario
+    for part in path:
+        node = getattr(node, part)
+    low, high = -math.inf, math.inf
+    for bound in type(node).model_fields[name].metadata:  # type: ignore[attr-defined]
+        if getattr(bound, "ge", None) is not None:
+            low = float(bound.ge)
+        if getattr(bound, "gt", None) is not None:
+            low = math.nextafter(float(bound.gt), math.inf)
+        if getattr(bound, "le", None) is not None:
+            high = float(bound.le)
+        if getattr(bound, "lt", None) is not None:
+            high = math.nextafter(float(bound.lt), -math.inf)
+    return low, high
+
+
 def _one(case: Case) -> Scenario:
     (scenario,) = case.scenarios.values()
     return scenario
@@ -289,8 +309,13 @@ def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything:
     if not group.rows:  # nothing left to fit on: the newest release's value, or not identified
         return {p.key: NEUTRAL.get(_split(p.key)[0], math.nan) for p in params}
 
+    # Each parameter within the range its field accepts (read from a row it applies to).
+    limits = [_limits(p.key, _one(next((c for c in (*group.rows, *everything)
+                                        if _for_case({p.key: 1.0}, _one(c))), group.rows[0]))) for p in params]
+
     def residuals(x: np.ndarray) -> np.ndarray:
-        values = {**fixed, **{p.key: p.from_x(float(v)) for p, v in zip(params, x)}}
+        values = {**fixed, **{p.key: min(max(p.from_x(float(v)), lo), hi)
+                              for p, v, (lo, hi) in zip(params, x, limits)}}
         errs = np.array([error_of(c, values, analytic) for c in group.rows])
         log("  " + ", ".join(f"{p.key.rsplit('.', 1)[-1]}={values[p.key]:.4g}" for p in params)
             + f"  loss {float(errs @ errs):.5f}")
@@ -298,8 +323,12 @@ def fit_group(group: Group, fixed: dict[str, float], analytic: bool, everything:
 
     x0 = np.array([p.to_x((start or {}).get(p.key) or _start(p.key, group.rows, everything)) for p in params])
     # A trust-region least-squares fit: a handful of Jacobians, each one evaluation per parameter and row.
-    res = least_squares(residuals, x0, diff_step=1e-3, xtol=xtol, ftol=1e-6)
-    return {p.key: float(f"{p.from_x(float(x)):.2g}") for p, x in zip(params, res.x)}
+    lower = np.array([p.to_x(lo) for p, (lo, _) in zip(params, limits)])
+    upper = np.array([p.to_x(hi) for p, (_, hi) in zip(params, limits)])
+    x0 = np.clip(x0, lower + 1e-9, upper - 1e-9)
+    res = least_squares(residuals, x0, diff_step=1e-3, xtol=xtol, ftol=1e-6, bounds=(lower, upper))
+    return {p.key: float(f"{min(max(p.from_x(float(x)), lo), hi):.2g}")
+            for p, x, (lo, hi) in zip(params, res.x, limits)}
 
 
 def fit(gs: Sequence[Group], analytic: bool, everything: Sequence[Case],

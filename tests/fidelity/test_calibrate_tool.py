@@ -245,3 +245,23 @@ def test_a_held_cost_applies_to_every_row_it_reaches(calibrate, capsys, monkeypa
     assert other_chip == shipped  # a CS-3 value leaves a CS-2 row alone
     assert calibrate.fit([], True, [], held={"hardware.runtime.kernel_switch_s": 1e-3}) == {
         "hardware.runtime.kernel_switch_s": 1e-3}
+
+
+def test_the_search_stays_within_the_range_a_field_accepts(calibrate, monkeypatch):
+    """A fit whose best value lies outside a field's range stops at its bound instead of trying a value the
+    scenario would refuse (the non-weight efficiency accepts 1e-3 to 1)."""
+    key = "hardware.wafer.nonweight_efficiency"
+    cases = calibrate.load_cases(calibrate.CASES)
+    assert calibrate._limits(key, calibrate._one(cases[0])) == (1e-3, 1.0)
+    assert calibrate._limits("hardware.runtime.kernel_switch_s", calibrate._one(cases[0]))[0] == 0.0
+    tried = []
+
+    def wants_less(case, values, analytic, reading=None):  # every row would fit best at 1e-6
+        tried.append(values[key])
+        return math.log(values[key] / 1e-6)
+
+    monkeypatch.setattr(calibrate, "error_of", wants_less)
+    rows = tuple(c for c in cases if calibrate.row_label(c) in ("M7", "M8"))
+    group = calibrate.Group((calibrate.Parameter(key, "logit"),), rows, None)
+    assert calibrate.fit_group(group, {}, True, cases) == {key: 1e-3}
+    assert min(tried) >= 1e-3
