@@ -25,7 +25,8 @@ scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
     for v in 0 3e-4 8e-4; do python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=$v; done
 
 ``--start KEY=VALUE`` (repeatable) starts the search of a fitted parameter there instead of at its shipped value:
-with a scan's best value, the fit can then move such a cost both ways.
+with a scan's best value, the fit can then move such a cost both ways.  ``--no-loo`` skips the leave-one-out
+refits (most of a fit's time) for a quick look at a hypothesis; the refit always makes them.
 
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
 value per chip generation.  A key ``FIELD@RELEASE`` (e.g. ``@R1.8``, a runtime preset's ``release``)
@@ -454,6 +455,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--hold", action="append", default=[], metavar="KEY=VALUE",
                     help="hold a parameter the fit does not move at VALUE in every row it applies to "
                          "(repeatable; KEY as for --params)")
+    ap.add_argument("--no-loo", action="store_true",
+                    help="skip the leave-one-out refits (a quick look at a hypothesis; not with --write)")
     ap.add_argument("--start", action="append", default=[], metavar="KEY=VALUE",
                     help="start the search of a fitted parameter (one in --params) at VALUE (repeatable)")
     return ap.parse_args(argv)
@@ -543,7 +546,7 @@ def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[
     print("fitted (two significant digits), before -> after:")
     for k in before:
         print(f"  {k}: {before[k]:g} -> {values[k]:g}")
-    loo = leave_one_out(gs, values, True, cases)
+    loo = {} if args.no_loo else leave_one_out(gs, values, True, cases)
     if args.write:
         try:
             lines = write(values, calibration)
@@ -568,9 +571,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)
         return 2
-    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold or args.start):
-        print("error: --write is the refit: the default parameters on the rows marked 'calibrated on' "
-              "(no --at, --on, --params, --hold or --start)", file=sys.stderr)
+    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold or args.start
+                       or args.no_loo):
+        print("error: --write is the refit: the default parameters on the rows marked 'calibrated on', with their "
+              "leave-one-out errors (no --at, --on, --params, --hold, --start or --no-loo)", file=sys.stderr)
         return 2
     fitted_keys = [] if args.at else keys
     held = _key_values("--hold", args.hold, fitted_keys, want_fitted=False)

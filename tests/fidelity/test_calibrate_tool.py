@@ -195,6 +195,7 @@ def test_a_held_value_that_cannot_be_taken_is_refused(calibrate, capsys, pair, s
     (["--start", "hardware.runtime.kernel_switch_s=5e-4"], "not in --params"),
     (["--start", "hardware.runtime.step_overhead_s"], "expected KEY=VALUE"),
     (["--write", "--start", "hardware.runtime.step_overhead_s=0.01"], "--start"),
+    (["--write", "--no-loo"], "--no-loo"),
 ])
 def test_a_start_that_cannot_be_taken_is_refused(calibrate, capsys, argv, says):
     assert calibrate.main(argv) == 2
@@ -265,3 +266,18 @@ def test_the_search_stays_within_the_range_a_field_accepts(calibrate, monkeypatc
     group = calibrate.Group((calibrate.Parameter(key, "logit"),), rows, None)
     assert calibrate.fit_group(group, {}, True, cases) == {key: 1e-3}
     assert min(tried) >= 1e-3
+
+
+def test_no_loo_skips_the_leave_one_out_refits(calibrate, capsys, monkeypatch):
+    monkeypatch.setattr(calibrate, "CASES", [REPO / "scenarios" / "validation" / f"measured_{n}.yaml"
+                                             for n in ("m7_gpt2_small_r23", "m8_gptj_6b_2xcs2_r23")])
+    monkeypatch.setattr(calibrate, "fit", lambda gs, analytic, everything, log=None, held=None, start=None:
+                        {"hardware.runtime.step_overhead_s": 0.047})
+
+    def no_refits(*args, **kwargs):
+        raise AssertionError("--no-loo ran the leave-one-out refits")
+
+    monkeypatch.setattr(calibrate, "leave_one_out", no_refits)
+    assert calibrate.main(["--no-loo", "--on", "m7,m8", "--params", "hardware.runtime.step_overhead_s"]) == 0
+    out = capsys.readouterr().out
+    assert "M7 " in out and "M8 " in out and "leave out" not in out
