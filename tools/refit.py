@@ -33,8 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "calibration.json"
-#: Hand-written pages that cite calibrated values (their generated neighbours are rewritten by the steps).
-PROSE = ("docs/model.md", "docs/fidelity.md", "docs/limits.md", "README.md")
+#: Hand-written pages that cite calibrated values (their generated neighbours are rewritten by the steps), and
+#: the scenarios' comments and the validation cases' notes, which cite them too (globs, from the repository).
+PROSE = ("docs/model.md", "docs/fidelity.md", "docs/limits.md", "README.md", "scenarios/*.yaml",
+         "scenarios/validation/*.yaml")
 
 
 def _bin(name: str) -> str:
@@ -79,12 +81,13 @@ def stale_prose(record: dict[str, object], root: Path = ROOT) -> list[str]:
         name = key.split("@")[0].rsplit(".", 1)[-1]
         before = f"{p['before']:g}"  # as prose writes it: 0.038, 0.46
         pattern = re.compile(rf"(?<![\d.]){re.escape(before)}(?!\d)")
-        for doc in PROSE:
-            path = root / doc
-            if not path.exists():
-                continue
+        # The line must say what the number is: the parameter's name as code or prose writes it ("step_overhead_s",
+        # "step overhead"), or that it was fitted.
+        words = (name, name.removesuffix("_s").replace("_", " "), "calibrat", "fitted", "refit")
+        for path in (p for pattern in PROSE for p in sorted(root.glob(pattern))):
+            doc = path.relative_to(root).as_posix()
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if pattern.search(line) and (name in line or "calibrat" in line.lower()):
+                if pattern.search(line) and any(word in line.lower() for word in words):
                     out.append(f"{doc}:{n}: {key} was {before}: {line.strip()[:140]}")
     return out
 

@@ -41,9 +41,19 @@ def test_prose_citing_a_moved_value_is_listed(refit, tmp_path):
     (tmp_path / "docs" / "model.md").write_text("| `step_overhead_s` | 0.038 s (calibrated) |\nan 0.0385 s figure\n")
     record = {"parameters": {"hardware.runtime.step_overhead_s": {"before": 0.038, "after": 0.05, "rows": []},
                              "hardware.wafer.kernel_efficiency@wse2": {"before": 0.46, "after": 0.46, "rows": []}}}
+    (tmp_path / "scenarios" / "validation").mkdir(parents=True)
+    (tmp_path / "scenarios" / "fc.yaml").write_text("  # with the shipped 0.038 s per step (step_overhead_s)\n")
+    (tmp_path / "scenarios" / "validation" / "m1.yaml").write_text(
+        "note: calibrated at 0.038 s and 0.46\n  a step overhead of 0.038 s\n  a 0.038 s wait, unrelated\n")
     stale = refit.stale_prose(record, tmp_path)
     assert stale == ["docs/model.md:1: hardware.runtime.step_overhead_s was 0.038: | `step_overhead_s` | 0.038 s "
-                     "(calibrated) |"]
+                     "(calibrated) |",
+                     "scenarios/fc.yaml:1: hardware.runtime.step_overhead_s was 0.038: # with the shipped 0.038 s per "
+                     "step (step_overhead_s)",
+                     "scenarios/validation/m1.yaml:1: hardware.runtime.step_overhead_s was 0.038: note: calibrated at "
+                     "0.038 s and 0.46",
+                     "scenarios/validation/m1.yaml:2: hardware.runtime.step_overhead_s was 0.038: a step overhead of "
+                     "0.038 s"]
 
 
 def test_from_resumes_at_a_step(refit, monkeypatch):
