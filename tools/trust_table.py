@@ -73,13 +73,24 @@ def _input(r: dict[str, Any]) -> str:
     return f"{r['input']}, {r['pipeline'].replace('_', ' ')}" if r.get("pipeline") else str(r["input"])
 
 
+def model_name(figure: str) -> str:
+    """The model as a case's figure names it, as the source does: the figure up to its first comma outside
+    parentheses ("DiT-2B (patch 2x2, 256 tokens), batch 1100, ..." -> "DiT-2B (patch 2x2, 256 tokens)")."""
+    depth = 0
+    for i, ch in enumerate(figure):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            return figure[:i]
+    return figure
+
+
 def measured_row(o: Any, loo: dict[str, str]) -> str:
     """A measured outcome's row of the table (with its leave-one-out error from ``loo`` if calibrated)."""
     (scenario,) = o.case.scenarios.values()
     r = regime(scenario)
     tol = o.case.spec.tolerance or 0.0
     within = "within" if abs(o.error) <= tol else "outside"
-    model = o.case.spec.figure.split(",")[0]  # the figure names the model as the source does
+    model = model_name(o.case.spec.figure)
     return (f"| {_label(o.case.name)} | {model} | {_size(r['params'])} | {r['seq']} | "
             f"{r['per_wafer']:g} | {r['wafers']} | {r['chip']} | {r['release']} | {_input(r)} | "
             f"{o.error:+.1%} | {loo.get(o.case.name, '-')} | ±{tol:.0%} ({within}) | {_role(o)} |")

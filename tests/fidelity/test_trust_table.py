@@ -43,3 +43,11 @@ def test_the_input_column_names_the_rows_pipeline_where_it_states_one():
     trust = load_tool("trust_table")
     assert trust._input(_regime(input="tokens", pipeline="text_tokenise")) == "tokens, text tokenise"
     assert trust._input(_regime(input="image", pipeline=None)) == "image"
+
+
+def test_the_model_column_keeps_a_parenthesis_whole():
+    trust = load_tool("trust_table")
+    assert trust.model_name("DiT-2B (patch 2x2, 256 tokens), batch 1100, one CS-2: training throughput") == \
+        "DiT-2B (patch 2x2, 256 tokens)"
+    assert trust.model_name("GPT-2 small, sequence 2048, batch 112") == "GPT-2 small"
+    assert trust.model_name("a figure with no comma") == "a figure with no comma"
