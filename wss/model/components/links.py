@@ -132,6 +132,9 @@ class Link:
         self.spans: list[tuple[float, float, int, float]] | None = None
         #: (time, chunks waiting in the inbox) sampled at every take, when recording activity.
         self.occupancy: list[tuple[float, int]] | None = None
+        #: Pass -> [busy seconds, bytes] of its chunks, when counting by pass (a drift fold's links: their copies
+        #: repeat a block's passes, not a stretch of time).
+        self.tally: dict[int, list[float]] | None = None
 
     def record(self) -> None:
         """Keep spans and buffer occupancy (for traces); off by default to save memory."""
@@ -199,9 +202,21 @@ class Link:
             self.bytes += moved
             if self.spans is not None:
                 self.spans.append((now - dt, now, chunk.pass_index, moved))
+            if self.tally is not None:
+                self._count(chunk.pass_index, dt, moved)
             self.chunks += 1
             chunk.ready_at = now + latency
             yield out.put(chunk)
+
+    def _count(self, pass_index: int, dt: float, moved: float) -> None:
+        """Add a transfer to :attr:`tally`."""
+        assert self.tally is not None
+        t = self.tally.get(pass_index)
+        if t is None:
+            self.tally[pass_index] = [dt, moved]
+        else:
+            t[0] += dt
+            t[1] += moved
 
     def _run_any(self, out: Inlet) -> Generator[simpy.Event, Any, None]:
         """Forward chunks for ever, over a wire shared with another channel, ports shared fairly or routes by kind."""
@@ -234,6 +249,8 @@ class Link:
             self.bytes += chunk.bytes
             if self.spans is not None:
                 self.spans.append((now - dt, now, chunk.pass_index, chunk.bytes))
+            if self.tally is not None:
+                self._count(chunk.pass_index, dt, chunk.bytes)
             self.chunks += 1
             chunk.ready_at = now + latency
             if self.routes and chunk.kind in self.routes:

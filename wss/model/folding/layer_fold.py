@@ -58,7 +58,7 @@ its kernels' optimizer jobs) stands for itself and its copies (its
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -200,13 +200,17 @@ class LayersFold:
 
 
 def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
-                timeline: Sequence[tuple[float, float, str, int]]) -> LayerFold:
+                timeline: Sequence[tuple[float, float, str, int]],
+                ignore: Callable[[str], bool] | None = None) -> LayerFold:
     """Measure a fold point's period from the copied block and check it against the block before.
 
     ``snapshots`` hold those taken as the wafer started passes ``a``, ``b`` and ``c``; called as the wafer
-    starts ``c``, so that a run whose blocks do not repeat stops there.
+    starts ``c``, so that a run whose blocks do not repeat stops there.  Counters and queues ``ignore`` names are
+    left out (a drift fold's drifting world, checked on its own axis: :mod:`wss.model.folding.drift`).
     """
     sa, sb, sc = snapshots[fp.a], snapshots[fp.b], snapshots[fp.c]
+    if ignore is not None:
+        sa, sb, sc = (_without(x, ignore) for x in (sa, sb, sc))
     p_ab, p_bc = sb.time - sa.time, sc.time - sb.time
     where = f"step {fp.step}, micro-batch {fp.micro_batch}, {fp.direction}"
     for x, y in ((sa, sb), (sb, sc)):
@@ -236,6 +240,12 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
                                     fp.micro_batch, step=fp.step)
     spans = tuple((a - sb.time, b - sb.time, cause) for a, b, cause, _ in second)
     return LayerFold(fp, sc.time, p_bc, deltas, spans)
+
+
+def _without(snap: Snapshot, ignore: Callable[[str], bool]) -> Snapshot:
+    """A snapshot without the counters and queues ``ignore`` names."""
+    return Snapshot(snap.time, snap.timeline_len, {k: v for k, v in snap.counters.items() if not ignore(k)},
+                    {k: v for k, v in snap.state.items() if not ignore(k)})
 
 
 def _drains_in(sa: Snapshot, sb: Snapshot) -> int | None:

@@ -32,6 +32,7 @@ from wss.model.folding.step_fold import StepsFold, Unfolding
 from wss.model.program import Pass
 
 if TYPE_CHECKING:
+    from wss.model.folding.drift import DriftWorld
     from wss.model.sim.cluster import Cluster
 
 __all__ = ["FoldProbe", "observe_passes"]
@@ -75,20 +76,34 @@ class FoldProbe:
     fold: Fold | None = None
     step_fold: StepsFold | None = None
     layers: LayersFold | None = None
+    #: The drifting world of an unfolded run whose smaller shards may drift ahead (:mod:`~wss.model.folding.drift`).
+    drift: DriftWorld | None = None
 
-    def attach(self, cluster: Cluster, wafers: Sequence[Wafer], simulated: Sequence[Wafer]) -> None:
+    def attach(self, cluster: Cluster, wafers: Sequence[Wafer], simulated: Sequence[Wafer],
+               drift: DriftWorld | None = None) -> None:
         """Watch ``cluster``'s run as far as its plan folds: the representative wafer (``cluster.wafer``) snapshots
         the cluster at each micro-batch start, noting where every wafer of ``wafers`` (one per wafer, by number)
         is; with identical blocks, every wafer of ``simulated`` marks the fold points' passes and the
-        representative snapshots and checks them.  Nothing is attached where nothing folds."""
+        representative snapshots and checks them.  Nothing is attached where nothing folds.
+
+        With a ``drift`` world, the representative checks the pacing world alone, and where the drifting wafers
+        run ahead of it by the same amount every block, pauses the pacing world for their lead over the copies
+        (:meth:`~wss.model.folding.drift.DriftWorld.at_fold`); the wafers also mark the two blocks after each fold
+        point, which the drift fold checks after the run."""
         plan, env, rep = cluster.plan, cluster.env, cluster.wafer
         checks: dict[int, FoldPoint] = {}
         marked: frozenset[int] = frozenset()
+        self.drift = drift
+        ignore = drift.ignores if drift is not None else None
+        drifted: set[tuple[str, int]] = set()  # (wafer, pass c) of the drifting wafers at each drift fold
         if plan.layer_runs:
             self.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions,
                                             plan.blocks_unfolded_in)
             checks = {f.c: f for f in self.layer_points}
             marked = frozenset(i for f in self.layer_points for i in (f.a, f.b, f.c))
+            if drift is not None:
+                marked |= {i for f in self.layer_points for i in drift.blocks_after(f)}
+                drift.install(env, self.layer_points, self.wafer_marks, rep.name)
         starts = bool(plan.fold_copies or plan.step_fold_copies)
 
         def snapshot() -> Snapshot:
@@ -100,18 +115,26 @@ class FoldProbe:
             marks = {i: m[:2] for i, m in self.wafer_marks[wafer.name].items()}
             check_wafer_blocks(wafer.timeline, marks, fold, wafer.name)
 
+        drifting = {id(w) for w in drift.wafers} if drift is not None else set()
+
         def at_block(wafer: Wafer, marks: WaferMarks, p: Pass) -> None:
             marks[p.index] = (env.now, len(wafer.timeline), wafer.compute_s)
+            if id(wafer) in drifting:
+                assert drift is not None
+                drift.at_mark(wafer, p.index, marks)
             if wafer is rep:
                 self.layer_snapshots[p.index] = snapshot()
                 if p.index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
-                    fold = check_point(checks[p.index], self.layer_snapshots, rep.timeline)
+                    fold = check_point(checks[p.index], self.layer_snapshots, rep.timeline, ignore)
                     self.layer_folds.append(fold)
                     proved[p.index] = fold
+                    if drift is not None:
+                        drifted.update((name, p.index) for name in drift.at_fold(fold))
                     for other in simulated:  # those that started pass c already: checked now, not after the run
-                        if other is not rep and p.index in self.wafer_marks[other.name]:
+                        if other is not rep and p.index in self.wafer_marks[other.name] and \
+                                (other.name, p.index) not in drifted:
                             check_wafer(other, fold)
-            elif p.index in proved:
+            elif p.index in proved and (wafer.name, p.index) not in drifted:
                 check_wafer(wafer, proved[p.index])
 
         def at_micro_batch(p: Pass) -> None:

@@ -44,11 +44,13 @@ import simpy
 from wss.model.components.part import counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
+from wss.model.folding.drift import drift_world, drifting_wafers
 from wss.model.folding.fold import Fold, analyse, seconds_by_cause
 from wss.model.folding.layer_fold import (
     LayerFold,
     LayerFoldMismatch,
     LayersFold,
+    WaferCopies,
     unfold_jobs,
     unfold_snapshots,
     unfold_wafer,
@@ -335,19 +337,37 @@ def _own_compute(cluster: UnfoldedCluster, fold: LayerFold) -> LayerFold:
 def _unfold_layers(cluster: UnfoldedCluster) -> None:
     """After a layer-folded run, before its members are named: every simulated wafer's timeline, passes and
     loss times, the optimizer's jobs, the snapshots, each wafer's micro-batch marks and the parts' busy
-    seconds at each step's end, all on the axis with the folded blocks in place."""
+    seconds at each step's end, all on the axis with the folded blocks in place.  A drifting wafer's copies are
+    its own blocks (:mod:`wss.model.folding.drift`), checked first with the crossings between the worlds."""
     folding = cluster.folding
-    layers = LayersFold(tuple(_own_compute(cluster, f) for f in folding.layer_folds))
+    drift = folding.drift
+    folds = [_own_compute(cluster, f) for f in folding.layer_folds]
+    if drift is not None:
+        drift.check_after(folding.wafer_marks)
+        folds = [dataclasses.replace(f, deltas={**f.deltas, **drift.link_deltas(f)}) for f in folds]
+    layers = LayersFold(tuple(folds))
     folding.layers = layers
     check_layer_crossings(cluster, layers)
-    copies = {id(w): [(f.at, f.spans) for f in layers.folds] if w is cluster.wafer
-              else wafer_copies(w.timeline, {i: m[:2] for i, m in folding.wafer_marks[w.name].items()}, layers,
-                                w.name)
-              for w in cluster.simulated}
+    own: dict[int, tuple[LayersFold, WaferCopies]] = {}
     for w in cluster.simulated:
-        if any(cause == "input" and layers.shift(p) > 0 for _, _, cause, p in w.timeline):
+        if w is cluster.wafer:
+            own[id(w)] = (layers, [(f.at, f.spans) for f in layers.folds])
+            continue
+        marks = folding.wafer_marks[w.name]
+        steps, copies = [], []
+        for f in layers.folds:
+            if drift is not None and (w.name, f.point.c) in drift.periods:
+                f = drift.wafer_fold(w, f, marks)
+                copies.append((f.at, f.spans))
+            else:
+                copies.extend(wafer_copies(w.timeline, {i: m[:2] for i, m in marks.items()}, LayersFold((f,)), w.name))
+            steps.append(f)
+        own[id(w)] = (LayersFold(tuple(steps)), copies)
+    for w in cluster.simulated:
+        shifted = own[id(w)][0]
+        if any(cause == "input" and shifted.shift(p) > 0 for _, _, cause, p in w.timeline):
             raise LayerFoldMismatch(f"{w.name} waited for input data after folded blocks", "")
-    new_index = {id(w): unfold_wafer(w, w.program, layers, copies[id(w)]) for w in cluster.simulated}
+    new_index = {id(w): unfold_wafer(w, w.program, *own[id(w)]) for w in cluster.simulated}
     unfold_jobs(cluster.optimizer.jobs, cluster.program, layers)
     unfold_snapshots(folding.snapshots, cluster.program, layers, new_index[id(cluster.wafer)])
     for key, lengths in folding.marks.items():
@@ -376,7 +396,9 @@ def run_unfolded(plan: Plan, record: bool = False,
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
     env = cluster.env
-    cluster.folding.attach(cluster, cluster.wafers, cluster.simulated)
+    apart = drifting_wafers(cluster, wafer_micro_batches(plan)) if not record else []
+    drift = drift_world(cluster, apart) if apart else None
+    cluster.folding.attach(cluster, cluster.wafers, cluster.simulated, drift)
     wafers = len(cluster.simulated)
     parts = cluster.parts()
     processes = start_parts(env, parts[:-wafers])

@@ -1,0 +1,573 @@
+"""Drifting wafers: the blocks of a slot where smaller shards run ahead of the largest, folded exactly.
+
+In a micro-batch slot where the wafers' micro-batches differ in size, the busiest wafer paces every broadcast
+and reduction.  A wafer with fewer samples computes each block a little faster: block after block it runs
+further ahead, by the same amount ``δ`` a block, as far as the buffers between them let it.  No two of its
+blocks start alike against the busiest one's, so the copies the layer fold inserts for the busiest
+(:mod:`wss.model.folding.layer_fold`) cannot stand for it: over the ``n`` blocks they stand for, it would have
+gained ``D = n·δ`` more on the rest.
+
+A drift fold splits the cluster in two *worlds*: the **drifting world** (the wafers with fewer samples, their
+input workers, activation stores and offload returns, and the SwarmX edges only they use) and the **pacing
+world** (everything else: MemoryX, its optimizer, the rest of the tree, the busiest wafers).  Each world's copies
+are its own block: ``n`` blocks of the pacing period for the pacing world, ``n`` of the drifting wafers' own for
+the drifting world, so past the copies everything of a pass after the fold point moves on by ``n·P`` in the
+pacing world and by ``n·(P - δ)`` in the drifting one.  Where the two meet, the drifting world is ``D`` ahead of
+where the simulation has it; so every chunk of a pass after the fold point reaches it through a **delay line**
+of ``D`` (its flight ends that much later on the drifting world's axis), and everything it sends back for such a
+pass reaches the pacing world ``D`` late on the pacing world's axis: harmless where the pacing world did not wait
+for it, which is checked.  The lag of a pass is the sum over the fold points it comes after
+(:meth:`DriftWorld.lag`); a chunk of an earlier pass crosses as it is.  No time stands still and nothing is
+rescheduled: the simulation runs as it would, with the delay lines in place.
+
+Checked, not assumed (any failure raises :class:`~wss.model.folding.layer_fold.LayerFoldMismatch`, and the ladder
+simulates more):
+
+* the representative and the drifting wafers started the first compared block before the first chunk past the
+  fold point reached the drifting world (the delay is measured on that block: the pacing period less the
+  drifting wafers' block, times the copies);
+* every drifting wafer's two compared blocks take the same time, that block, and split alike by cause; all of
+  them drift alike (one delay for the world); the pacing world's blocks repeat as any fold's;
+* each drifting wafer's block after the fold point repeats its compared blocks: its slack shrinks by ``δ`` a
+  block, so that block, the first behind the delay, had less than any copy, and if it did not wait, no copy did;
+* a delayed chunk finds room in its inbox when it comes out of the delay line (else the pacing world would have
+  waited for the drifting one); a gradient sent back never completes its reduction (the pacing world would have
+  had it ``D`` earlier), and the drifting world hears that its reduction let it go ``D`` later, as it would;
+* nothing of a pass before a fold point crosses after a chunk past it reached the drifting world.
+
+A drift fold is tried only where nothing but uneven shards sets the wafers apart (a node down may have made them
+uneven) and the drifting world shares no bandwidth with the pacing world (activation stores of their own, without
+a bandwidth limit): else every block of such slots is simulated, as before.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import simpy
+from simpy.events import URGENT, Condition
+
+from wss.model.components.links import Chunk, Inlet, Link
+from wss.model.folding.fold import REL_TOL, close, seconds_by_cause
+from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayerFoldMismatch
+
+if TYPE_CHECKING:
+    from wss.model.components.wafer import Wafer
+    from wss.model.sim.unfolded import UnfoldedCluster
+
+__all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_clock"]
+
+
+def _pacing_now(env: Any) -> float:
+    """``now`` once the pacing world has paused: the pacing world's clock (simulated time less every pause so far)
+    in every process but the drifting world's, which read simulated time."""
+    proc = env._active_proc
+    if proc is not None and env._world.owns_process(proc):
+        return float(env._now)
+    return float(env._now - env._lag)
+
+
+def paused_clock(cls: type) -> type:
+    """The environment class a run switches to at its first pause (:meth:`DriftWorld._move`): ``cls`` with ``now``
+    read per world (:func:`_pacing_now`); until then no clock lags and nothing pays for the check."""
+    return type(f"Paused{cls.__name__}", (cls,), {"now": property(_pacing_now), "paused": True})
+
+
+@dataclass(frozen=True)
+class Delay:
+    """The delay line of one fold point: ``seconds`` (the copies times the drifting wafers' lead a block), for
+    every chunk of a pass from ``point.c`` on; ``block`` is the drifting wafers' block it was measured on."""
+
+    point: FoldPoint
+    seconds: float
+    block: float
+
+
+@dataclass
+class DriftWorld:
+    """The drifting world of an unfolded run, the fold points it may drift at and the delays it was given."""
+
+    wafers: list[Wafer]
+    #: ids of every object whose processes belong to the drifting world (the wafers, their input workers and
+    #: activation stores, their offload returns, the SwarmX links only they use, and this world's delay lines in)
+    members: set[int]
+    #: the drifting world's links (counted by pass), and those at the top of its subtrees
+    links: list[Link]
+    tops_down: list[Link]
+    tops_up: list[Link]
+    #: the SwarmX levels' and the offload returns' views, by name (their figure is a member's)
+    views: set[str] = field(default_factory=set)
+    delays: list[Delay] = field(default_factory=list)
+    #: each drifting wafer's block at each fold point it drifted at, by wafer name and the point's pass ``c``
+    periods: dict[tuple[str, int], float] = field(default_factory=dict)
+    _names: set[str] = field(default_factory=set)
+    _env: simpy.Environment | None = None
+    #: the fold points still to decide (program order), the wafers' marks and the representative's name
+    _points: list[FoldPoint] = field(default_factory=list)
+    _marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
+    _rep: str = ""
+    #: fold point pass ``c`` -> its delay line (None: the drifting wafers do not drift there); those whose chunks
+    #: crossed before their compared blocks could be measured
+    _decided: dict[int, Delay | None] = field(default_factory=dict)
+    _unmeasured: set[int] = field(default_factory=set)
+    #: the broadcasts into the drifting world's top links, and each top link's (by id) index among them
+    fanouts: list[Any] = field(default_factory=list)
+    _parent: dict[int, int] = field(default_factory=dict)
+    #: (broadcast id, pass, chunk) -> when its children outside the drifting world had all taken the chunk
+    _taken: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    #: fold point pass ``c`` -> the top links (by id) that have not yet had a chunk from it: the pause waits for them
+    _waiting: dict[int, set[int]] = field(default_factory=dict)
+    #: pass -> the drifting world's gradient chunks of it waiting at a reduction of the pacing world, and those on
+    #: their way there in a top link going up
+    _held: dict[int, int] = field(default_factory=dict)
+    _upcoming: dict[int, int] = field(default_factory=dict)
+    _owns: dict[simpy.Process, bool] = field(default_factory=dict)
+
+    # -- the two worlds -------------------------------------------------------------------------------------------
+
+    def owns_process(self, proc: simpy.Process) -> bool:
+        """Whether a process runs in the drifting world: its generator is a method of one of the world's parts
+        (a part's processes and those it starts, such as a wafer's sends)."""
+        owned = self._owns.get(proc)
+        if owned is None:
+            frame = getattr(proc._generator, "gi_frame", None)
+            me = frame.f_locals.get("self") if frame is not None else None
+            owned = self._owns[proc] = me is not None and id(me) in self.members
+        return owned
+
+    def owns_event(self, event: simpy.Event, depth: int = 0) -> bool:
+        """Whether a scheduled event resumes a process of the drifting world (directly or through a condition)."""
+        for callback in event.callbacks or ():
+            owner = getattr(callback, "__self__", None)
+            if isinstance(owner, simpy.Process) and self.owns_process(owner):
+                return True
+            if isinstance(owner, Condition) and depth < 8 and self.owns_event(owner, depth + 1):
+                return True
+        return False
+
+    def clock(self) -> float:
+        """How far the pacing world's clock lags simulated time: its pauses so far."""
+        return float(getattr(self._env, "_lag", 0.0))
+
+    def ignores(self, name: str) -> bool:
+        """Whether the pacing world's fold check leaves a counter or queue out: the drifting world's parts'
+        (``<part>`` or ``<part>.<what>``), and a SwarmX level's or the offload returns' view, whose figure is its
+        busiest member's (each member is checked, or counted by pass, on its own)."""
+        part = name
+        while part:
+            if part in self._names:
+                return True
+            part = part.rpartition(".")[0]
+        return name.removesuffix(".bytes") in self.views
+
+    def blocks_after(self, f: FoldPoint) -> tuple[int, int]:
+        """The first passes of the block a fold point's copies end before (the first behind its delay line) and of
+        the block after it: the drifting wafers mark both (:meth:`at_mark`)."""
+        return f.c, 2 * f.c - f.b
+
+    def lag(self, pass_index: int) -> float:
+        """How far ahead of the simulation the drifting world is for a chunk of ``pass_index``: the delays of the
+        fold points it comes after."""
+        return sum(d.seconds for d in self.delays if pass_index >= d.point.c)
+
+    # -- the crossings ------------------------------------------------------------------------------------------
+
+    def install(self, env: simpy.Environment, points: Sequence[FoldPoint],
+                marks: dict[str, dict[int, tuple[float, int, float]]], rep: str) -> None:
+        """Put the crossings in place, before the run starts: at the inbox of each link at the top of a drifting
+        subtree (a broadcast's chunks come in) and at the inlet of each reduction the drifting world sends into
+        (its gradients go out); the fold ``points`` it may drift at, measured on the wafers' ``marks`` (the
+        probe's, by wafer name) and the representative wafer's (named ``rep``)."""
+        self._env, self._points, self._marks, self._rep = env, sorted(points, key=lambda f: f.c), marks, rep
+        self.members.add(id(self))
+        for fanout in self.fanouts:
+            fanout.put = self._broadcast(fanout, fanout.put)
+        for link in self.tops_down:
+            fanout = self.fanouts[self._parent[id(link)]]
+            link.inbox.put = self._incoming(link, link.inbox.put, fanout)  # type: ignore[method-assign,assignment]
+        for link in self.tops_up:
+            assert link.out is not None
+            link.out = _Outgoing(self, link, link.out)
+            link.inbox.put = self._going_up(link.inbox.put)  # type: ignore[method-assign,assignment]
+
+    def _going_up(self, put: Callable[[Chunk], simpy.Event]) -> Callable[[Chunk], simpy.Event]:
+        """A top link going up: count the gradient chunks on their way to the pacing world's reduction, by pass."""
+        upcoming = self._upcoming
+
+        def counted_put(item: Chunk) -> simpy.Event:
+            if item.kind == "weights":
+                upcoming[item.pass_index] = upcoming.get(item.pass_index, 0) + 1
+            return put(item)
+
+        return counted_put
+
+    def _broadcast(self, fanout: Any, put: Callable[[Chunk], simpy.Event]) -> Callable[[Chunk], simpy.Event]:
+        """A broadcast into the drifting world: note when its other children have all taken each chunk (on the
+        pacing world's clock: a delayed copy for the drifting world must not be what the broadcast waited for)."""
+        env = self._env
+        assert env is not None
+        taken = self._taken
+
+        def noted_put(item: Chunk) -> simpy.Event:
+            event = put(item)
+            key = (id(fanout), item.pass_index, item.seq)
+            if event.triggered:
+                taken[key] = env.now
+            else:
+                assert event.callbacks is not None
+                event.callbacks.append(lambda _e: taken.__setitem__(key, env.now))
+            return event
+
+        return noted_put
+
+    def _incoming(self, link: Link, put: Callable[[Chunk], simpy.Event],
+                  fanout: Any) -> Callable[[Chunk], simpy.Event]:
+        env = self._env
+        assert env is not None
+
+        def crossing_put(item: Chunk) -> simpy.Event:
+            self._decide(item.pass_index, link)
+            lag, clock = self.lag(item.pass_index), self.clock()
+            item.ready_at += lag
+            delay = lag - clock
+            if delay < -REL_TOL * clock:
+                raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} reached the drifting wafers after the "
+                                        "pause of a later pass's fold point", "")
+            if delay <= REL_TOL * lag:
+                return put(item)
+            env.process(self._delayed(put, item, delay, fanout))
+            done = env.event()
+            done.succeed()  # the broadcast goes on: on the drifting world's axis it took the chunk then
+            return done
+
+        return crossing_put
+
+    def _delayed(self, put: Callable[[Chunk], simpy.Event], item: Chunk, delay: float,
+                 fanout: Any) -> Generator[simpy.Event, Any, None]:
+        """Process (the drifting world's): the delay line: put ``item`` once ``delay`` has passed.  Where its inbox
+        is full then, it goes in once there is room; on the pacing world's clock that is when it would have gone in,
+        and the broadcast's other children must not have taken their copies before (else the broadcast would have
+        waited for the drifting world)."""
+        env = self._env
+        assert env is not None
+        yield env.timeout(delay)
+        event = put(item)
+        if event.triggered:
+            return
+        yield event
+        done = self._taken.get((id(fanout), item.pass_index, item.seq))
+        late = env.now - self.lag(item.pass_index) - (done if done is not None else float("inf"))
+        if late > REL_TOL * max(delay, 1e-300):
+            raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} went into the drifting wafers' full inbox "
+                                    f"{late:.3g} s after the rest of its broadcast (the broadcast would have waited "
+                                    "for them)", "")
+
+    def _decide(self, pass_index: int, link: Link) -> None:
+        """Before a chunk of ``pass_index`` enters the drifting world at ``link``: decide every fold point it is past
+        (its delay), and once every top link has had a chunk past a fold point with a delay, pause the pacing world
+        for it (see the module)."""
+        while self._points and pass_index >= self._points[0].c:
+            f = self._points.pop(0)
+            rep = self._marks.get(self._rep, {})
+            where = f"pass {f.c}, {f.direction}"
+            if f.b not in rep or not all(f.b in self._marks.get(w.name, {}) for w in self.wafers):
+                # Too early to measure a lead: its chunks cross as they are, which holds only where the drifting
+                # wafers turn out not to drift there (checked at the fold point, :meth:`at_fold`).
+                self._decided[f.c] = None
+                self._unmeasured.add(f.c)
+                continue
+            period = rep[f.b][0] - rep[f.a][0]
+            blocks = [self._marks[w.name][f.b][0] - self._marks[w.name][f.a][0] for w in self.wafers]
+            if all(close(b, period) for b in blocks):
+                self._decided[f.c] = None
+                continue
+            if not all(close(b, blocks[0]) for b in blocks) or blocks[0] >= period:
+                raise LayerFoldMismatch(f"{where}: the smaller shards' blocks took {blocks!r} s, the pacing world's "
+                                        f"{period!r} s", f.direction, f.micro_batch, step=f.step)
+            delay = Delay(f, f.copies * (period - blocks[0]), blocks[0])
+            self._decided[f.c] = delay
+            self.delays.append(delay)
+            self._waiting[f.c] = {id(top) for top in self.tops_down}
+        for c, waiting in self._waiting.items():
+            if pass_index >= c:
+                waiting.discard(id(link))
+        self._try_pause()
+
+    def _try_pause(self) -> None:
+        """Pause the pacing world for each decided delay, in order, once it no longer does anything of a pass before
+        the fold point with the drifting world: every top link has had a chunk past the fold point (those before
+        all went in) and no gradient of the drifting world of an earlier pass waits at a reduction of the pacing
+        world (each was let go)."""
+        while self._waiting:
+            c = min(self._waiting)
+            if self._waiting[c] or any(n for p, n in self._held.items() if p < c) or \
+                    any(n for p, n in self._upcoming.items() if p < c) or \
+                    not all(c in self._marks.get(w.name, {}) for w in self.wafers):
+                return
+            del self._waiting[c]
+            delay = self._decided[c]
+            assert delay is not None
+            self._pause(delay.seconds)
+
+    def _pause(self, seconds: float) -> None:
+        """Pause the pacing world now: once the events due now that came before have run, every event it waits for
+        moves by ``seconds`` and its clock back by as much."""
+        env = self._env
+        assert env is not None
+        event = env.event()
+        assert event.callbacks is not None
+        event.callbacks.append(lambda _e: self._move(env, seconds))
+        event._ok, event._value = True, None
+        env.schedule(event, URGENT)
+
+    def _move(self, env: simpy.Environment, d: float) -> None:
+        queue = env._queue
+        queue[:] = [(t, prio, eid, ev) if self.owns_event(ev) else (t + d, prio, eid, ev) for t, prio, eid, ev in queue]
+        heapq.heapify(queue)
+        if not getattr(env, "paused", False):
+            env.__class__ = paused_clock(type(env))
+            env._lag, env._world = 0.0, self  # type: ignore[attr-defined]
+        env._lag += d  # type: ignore[attr-defined]
+
+    def _heard(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, Any, None]:
+        """Process (the drifting world's): succeed ``event`` after ``delay``."""
+        env = self._env
+        assert env is not None
+        yield env.timeout(delay)
+        event.succeed()
+
+    # -- the checks ---------------------------------------------------------------------------------------------
+
+    def at_fold(self, fold: LayerFold) -> list[str]:
+        """As the representative wafer starts fold point ``fold``'s last pass (its blocks checked): the drifting
+        wafers' compared blocks must be the block their delay was measured on (where none was, they are checked as
+        any other wafer, when they reach the pass); return the names of those that drift here."""
+        f, period = fold.point, fold.period
+        delay = self._decided.get(f.c)
+        if f.c in self._unmeasured:
+            for w in self.wafers:
+                own = self._marks.get(w.name, {})
+                if f.b in own and not close(own[f.b][0] - own[f.a][0], period):
+                    raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: its chunks reached the drifting wafers before "
+                                            "the lead could be measured, and they drift there", f.direction,
+                                            f.micro_batch, step=f.step)
+        if delay is None:
+            return []
+        if not close(f.copies * (period - delay.block), delay.seconds):
+            raise LayerFoldMismatch(f"pass {f.c}: the pacing world's block changed after the delay was measured",
+                                    f.direction, f.micro_batch, step=f.step)
+        for w in self.wafers:
+            own = self._marks.get(w.name, {})
+            where = f"{w.name} at pass {f.c}"
+            if f.c not in own:
+                raise LayerFoldMismatch(f"{where}: not ahead of the pacing world at its fold point", f.direction,
+                                        f.micro_batch, step=f.step)
+            (ta, la, _), (tb, lb, _), (tc, lc, _) = own[f.a], own[f.b], own[f.c]
+            if not (close(tb - ta, delay.block) and close(tc - tb, delay.block)):
+                raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, not "
+                                        f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step)
+            self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
+            self.periods[(w.name, f.c)] = tc - tb
+        return [w.name for w in self.wafers]
+
+    def at_mark(self, wafer: Wafer, pass_index: int, marks: dict[int, tuple[float, int, float]]) -> None:
+        """As a drifting wafer starts a pass: where it ends its first block behind a delay line, that block must
+        repeat its compared blocks (see the module); where it starts a fold point's last pass, a pause may be due."""
+        self._try_pause()
+        for delay in self.delays:
+            f = delay.point
+            if pass_index == 2 * f.c - f.b and f.c in marks:
+                (tb, lb, _), (tc, lc, _), (td, ld, _) = marks[f.b], marks[f.c], marks[pass_index]
+                if not close(td - tc, tc - tb):
+                    raise LayerFoldMismatch(f"{wafer.name}: its block behind the delay at pass {f.c} took "
+                                            f"{td - tc!r} s, its compared blocks {tc - tb!r} s (its lead ran out "
+                                            "over the copies)", f.direction, f.micro_batch, step=f.step)
+                self._same_causes(wafer, (lb, lc), (lc, ld), f, "in its block behind the delay")
+
+    def check_after(self, marks: dict[str, dict[int, tuple[float, int, float]]]) -> None:
+        """After the run: every drifting wafer ended its block behind each delay line (checked as it did,
+        :meth:`at_mark`)."""
+        for delay in self.delays:
+            f = delay.point
+            for w in self.wafers:
+                if 2 * f.c - f.b not in marks.get(w.name, {}):
+                    raise LayerFoldMismatch(f"{w.name}: no whole block behind the delay at pass {f.c}", f.direction,
+                                            f.micro_batch, step=f.step)
+
+    def _same_causes(self, w: Wafer, first: tuple[int, int], second: tuple[int, int], f: FoldPoint,
+                     where: str) -> None:
+        a, b = seconds_by_cause(w.timeline[first[0]:first[1]]), seconds_by_cause(w.timeline[second[0]:second[1]])
+        scale = max(sum(a.values()), 1e-300)
+        for cause in a.keys() | b.keys():
+            if abs(a.get(cause, 0.0) - b.get(cause, 0.0)) > REL_TOL * scale:
+                raise LayerFoldMismatch(f"{w.name} at pass {f.c}: {cause} differs {where}", f.direction,
+                                        f.micro_batch, step=f.step)
+
+    # -- after the run: the drifting world's copies ---------------------------------------------------------------
+
+    def wafer_fold(self, wafer: Wafer, fold: LayerFold, marks: dict[int, tuple[float, int, float]]) -> LayerFold:
+        """A drifting wafer's copies at fold point ``fold``: its own block (period, spans from its own marks)."""
+        f = fold.point
+        (tb, lb, cb), (tc, lc, cc) = marks[f.b], marks[f.c]
+        spans = tuple((a - tb, b - tb, cause) for a, b, cause, _ in wafer.timeline[lb:lc])
+        return LayerFold(f, tc, tc - tb, {f"{wafer.name}.compute": cc - cb}, spans)
+
+    def link_deltas(self, fold: LayerFold) -> dict[str, float]:
+        """The drifting world's links' busy seconds and bytes in one copy: what they moved for the copied block's
+        passes (counted by pass: their transfers follow the drifting wafers, not the pacing world's block)."""
+        lo, hi = fold.point.b, fold.point.c
+        out = {}
+        for link in self.links:
+            tally = link.tally or {}
+            busy = sum(v[0] for p, v in tally.items() if lo <= p < hi)
+            moved = sum(v[1] for p, v in tally.items() if lo <= p < hi)
+            out[link.name], out[link.name + ".bytes"] = busy, moved
+        return out
+
+
+
+
+
+class _Outgoing:
+    """The inlet of a reduction the drifting world sends into.  A gradient crosses on the pacing world's axis where
+    its pass's lag is the pacing world's clock lag.  One of a pass before a fold point, sent after its pause, goes
+    through a delay line into the reduction and arrives on time; when the reduction lets it go, the drifting world
+    hears that late on its own axis, harmless only where nothing waits behind it.  One of a pass after it, sent
+    before the pause, arrives early and must not complete the reduction (the pacing world would have waited for it
+    at another time).  The gradients waiting at the reduction are counted by pass: a pause waits for those of
+    passes before its fold point (:meth:`DriftWorld._try_pause`)."""
+
+    def __init__(self, world: DriftWorld, link: Link, inner: Inlet):
+        self.world, self.link, self.inner = world, link, inner
+        self.node: Any = getattr(inner, "node", inner)
+
+    def put(self, item: Chunk) -> simpy.Event:
+        world, env = self.world, self.world._env
+        assert env is not None
+        world._upcoming[item.pass_index] -= 1
+        world._try_pause()
+        lag, clock = world.lag(item.pass_index), world.clock()
+        item.ready_at -= lag
+        if lag < clock * (1 - REL_TOL):  # the pacing world hears it ``clock - lag`` later on its clock than now
+            heard = env.event()
+            env.process(_put_later(self, item, clock - lag, heard))
+            return heard
+        return self._put(item)
+
+    def _put(self, item: Chunk, heard: simpy.Event | None = None) -> simpy.Event:
+        """Put ``item`` into the reduction now; return what the drifting world waits for (``heard``, where given,
+        succeeds when the reduction lets it go)."""
+        world = self.world
+        lag, key = world.lag(item.pass_index), (item.pass_index, item.seq)
+        released = self.inner.put(item)
+        if key not in self.node._arrived:  # it completed the reduction
+            if lag > world.clock() * (1 + REL_TOL):
+                raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} from the drifting wafers completed "
+                                        "its reduction before the pause of its pass's fold point", "")
+        else:
+            world._held[item.pass_index] = world._held.get(item.pass_index, 0) + 1
+
+            def let_go(_e: simpy.Event) -> None:
+                world._held[item.pass_index] -= 1
+                late = world.clock() - lag  # the drifting world should have heard it this much earlier
+                if late > REL_TOL * max(lag, 1e-300) and self.link.inbox.items:
+                    raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} was let go {late:.3g} s late on "
+                                            "the drifting wafers' axis with more waiting behind it", "")
+                world._try_pause()
+
+            assert released.callbacks is not None
+            released.callbacks.append(let_go)
+        if heard is None:
+            return released
+        def hear(_e: simpy.Event) -> None:
+            heard.succeed()
+
+        assert released.callbacks is not None
+        released.callbacks.append(hear)
+        return heard
+
+
+def _put_later(out: _Outgoing, item: Chunk, delay: float, heard: simpy.Event) -> Generator[simpy.Event, Any, None]:
+    """Process (the pacing world's: a pause moves it): put ``item`` into the reduction after ``delay``."""
+    env = out.world._env
+    assert env is not None
+    yield env.timeout(delay)
+    out._put(item, heard)
+
+
+def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) -> list[int]:
+    """The wafers whose smaller shards may drift ahead in a folded uneven slot, where a drift fold may stand for
+    them: none unless nothing but uneven shards sets the wafers apart (a node down may have made them uneven) and
+    every such wafer's activation store is its own, without a bandwidth limit (else its traffic would share a
+    bandwidth with the pacing world's)."""
+    plan = cluster.plan
+    faults = plan.scenario.faults
+    if faults.stragglers or faults.links or faults.jitter is not None:
+        return []
+    if not plan.layer_runs or not plan.uneven_slots or plan.uneven_slots <= set(plan.blocks_unfolded_in):
+        return []
+    busiest = sizes[int(cluster.wafer.name.rsplit(".", 1)[1])]
+    apart = [w for w, s in enumerate(cluster.stand_in) if s >= 0 and sizes[w] != busiest]
+    stand_ins = {cluster.stand_in[w] for w in apart}
+    if any(parts.store is not None and parts.store.limited for parts in cluster.wafer_parts
+           if int(parts.wafer.name.rsplit(".", 1)[1]) in stand_ins):
+        return []
+    return apart
+
+
+def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld:
+    """The drifting world of ``cluster``: the simulated wafers among ``drifting`` (wafer numbers), their own parts,
+    and every SwarmX edge whose wafers below are all drifting."""
+    tree = cluster.tree
+    fan, depth = tree.fan_out, tree.levels
+    apart = set(drifting)
+    reachable = {w for w, s in enumerate(cluster.stand_in) if s >= 0}
+    wafers = [w for w in cluster.simulated if int(w.name.rsplit(".", 1)[1]) in apart]
+    members = {id(w) for w in wafers}
+    for parts in cluster.wafer_parts:
+        if parts.wafer in wafers:
+            members |= {id(x) for x in (parts.inputs, parts.store, parts.back) if x is not None}
+
+    def below(level: int, edge: int) -> set[int]:
+        return {w for w in reachable if w // fan ** (depth - level) == edge}
+
+    links: list[Link] = []
+    tops_down: list[Link] = []
+    tops_up: list[Link] = []
+    for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
+        for level, row in enumerate(edges, start=1):
+            for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
+                leaves = below(level, c)
+                if not leaves or not leaves <= apart:
+                    continue
+                link = row[c]
+                if id(link) in members:
+                    continue
+                members.add(id(link))
+                links.append(link)
+                above = below(level - 1, c // fan) if level > 1 else reachable
+                if not above <= apart:
+                    (tops_down if direction == "down" else tops_up).append(link)
+    for parts in cluster.wafer_parts:
+        if parts.wafer in wafers and parts.back is not None:
+            links.append(parts.back)
+    for link in links:
+        link.tally = {}
+    fanouts: list[Any] = []
+    parent: dict[int, int] = {}
+    for node_row in tree.fanouts:
+        for fanout in node_row:
+            for link in tops_down:
+                if any(box is link.inbox for box in fanout.inboxes):
+                    if all(f is not fanout for f in fanouts):
+                        fanouts.append(fanout)
+                    parent[id(link)] = next(i for i, f in enumerate(fanouts) if f is fanout)
+    names = {w.name for w in wafers} | {link.name for link in links}
+    names |= {parts.inputs.name for parts in cluster.wafer_parts if parts.wafer in wafers}
+    names |= {parts.store.name for parts in cluster.wafer_parts if parts.wafer in wafers and parts.store is not None}
+    views = {group.name for group in cluster.groups()}
+    return DriftWorld(wafers, members, links, tops_down, tops_up, views=views, _names=names, fanouts=fanouts,
+                      _parent=parent)
