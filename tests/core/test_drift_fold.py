@@ -61,17 +61,20 @@ def _same_numbers(folded: wss.Result, full: wss.Result) -> dict[str, tuple[float
 
 @pytest.mark.parametrize("wafers", [13, 25])
 def test_the_smaller_shards_drift_folds_and_reports_every_figure_of_every_block_simulated(wafers: int) -> None:
-    """13 wafers: 5 of 56 samples, 8 of 55 (in a subtree of their own and beside a wafer of 56); 25 wafers: 20 of
-    29, 5 of 28.  The smaller shards gain 0.017 ms a forward block and 0.051 ms a backward one: both directions
-    fold, with 32 copies each."""
+    """13 wafers: 5 of 56 samples, 8 of 55, in three drifting worlds (wafers 8 to 11 under a node of their own,
+    wafer 12 under another, wafers 5 to 7 beside wafer 4 of 56); 25 wafers: 20 of 29, 5 of 28, in two.  The smaller
+    shards gain 0.017 ms a forward block and 0.051 ms a backward one: both directions fold, with 32 copies each."""
     folded, fc, full, uc = _runs(wafers)
     drift = fc.folding.drift
     assert isinstance(drift, DriftWorld)
     assert fc.plan.uneven_slots == {0} and not fc.plan.blocks_unfolded_in
-    assert [(d.point.direction, d.point.copies) for d in drift.delays] == [("forward", 32), ("backward", 32)]
-    forward, backward = drift.delays
-    assert forward.seconds == pytest.approx(32 * 0.0171307e-3, rel=1e-3)
-    assert backward.seconds == pytest.approx(32 * 0.0513920e-3, rel=1e-3)
+    worlds = {13: 3, 25: 2}[wafers]
+    assert list(drift.worlds) == list(range(1, worlds + 1))
+    assert sorted((d.world, d.point.direction, d.point.copies) for d in drift.delays) == sorted(
+        (k, direction, 32) for k in drift.worlds for direction in ("forward", "backward"))
+    for d in drift.delays:
+        lead = 0.0171307e-3 if d.point.direction == "forward" else 0.0513920e-3
+        assert d.seconds == pytest.approx(32 * lead, rel=1e-3)
     assert fc.events < uc.events / 4
     assert _same_numbers(folded, full) == {}
 
@@ -110,8 +113,12 @@ def test_the_pacing_world_check_leaves_the_drifting_worlds_parts_out() -> None:
     assert not drift.ignores("wafer.0.compute") and not drift.ignores("wafer.compute")
     assert not drift.ignores("swarmx.down.l1.0") and not drift.ignores("swarmx.partial_sums")
     assert not drift.ignores("wafer.50.compute")
-    # The lag of a pass: the delays of the fold points it comes after.
-    forward, backward = drift.delays
-    assert drift.lag(forward.point.c - 1) == 0.0
-    assert drift.lag(forward.point.c) == forward.seconds
-    assert drift.lag(backward.point.c) == forward.seconds + backward.seconds
+    # The lag of a pass: its world's delays at the fold points it comes after.
+    forward, backward = (next(d for d in drift.delays if d.world == 1 and d.point.direction == way)
+                         for way in ("forward", "backward"))
+    assert drift.lag(forward.point.c - 1, 1) == 0.0
+    assert drift.lag(forward.point.c, 1) == forward.seconds
+    assert drift.lag(backward.point.c, 1) == forward.seconds + backward.seconds
+    # The pacing world's clock lags by its pauses; the drifting worlds, each as far ahead as the furthest, ran on.
+    assert drift.lags[0] == pytest.approx(forward.seconds + backward.seconds, rel=1e-12)
+    assert all(lag == 0.0 for lag in drift.lags[1:])

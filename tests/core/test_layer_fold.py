@@ -325,15 +325,15 @@ def test_unfolded_runs_fold_layers_too(overrides):
     """Every wafer apart (16 of them, with classes): blocks fold, and each wafer's breakdown, compute and idle
     time, and each step's pacer agree with every block simulated.
 
-    With uneven shards the blocks of a micro-batch whose sizes differ between wafers do not settle within the
-    four simulated at each end (a wafer with fewer samples runs ahead of the stream by what the buffers hold,
-    and its period converges to the slowest wafer's only slowly), so every block of it is simulated
-    (``Plan.blocks_unfolded_in``); here that is the only micro-batch, nothing folds, and the run must equal the
-    one with every block simulated, byte for byte.
+    With uneven shards (and a node down, which leaves them uneven) the wafers with fewer samples run ahead of the
+    largest block after block in the micro-batch whose sizes differ: a drift fold stands for their blocks
+    (:mod:`wss.model.folding.drift`); where its checks refuse, every block of it is simulated
+    (``Plan.blocks_unfolded_in``), nothing folds, and the run must equal the one with every block simulated, byte
+    for byte.
 
     GPT-3 175B cut to 32 of its 96 blocks (WSS_SLOW=1: all 96): each case folds as at 96 (the same blocks
-    simulated, 9 forward with the straggler, 8 otherwise; nothing with uneven shards or a node down), and the runs
-    that simulate every block cost a quarter as much."""
+    simulated, 9 forward with the straggler, 8 otherwise, the uneven and node-down ones by drift folds), and the
+    runs that simulate every block cost a quarter as much."""
     base = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
             **({} if os.environ.get("WSS_SLOW") else {"workload.model.layers.1.repeat": 32})}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**base, **overrides})

@@ -61,40 +61,44 @@ if TYPE_CHECKING:
 __all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_clock"]
 
 
-def _pacing_now(env: Any) -> float:
-    """``now`` once the pacing world has paused: the pacing world's clock (simulated time less every pause so far)
-    in every process but the drifting world's, which read simulated time."""
+def _world_now(env: Any) -> float:
+    """``now`` once the pacing world has paused: each world's clock (simulated time less its pauses so far), read by
+    the world of the process asking (the pacing world's where no process asks)."""
     proc = env._active_proc
-    if proc is not None and env._world.owns_process(proc):
-        return float(env._now)
-    return float(env._now - env._lag)
+    world = env._drift.world_of(proc) if proc is not None else 0
+    return float(env._now - env._drift.lags[world])
 
 
 def paused_clock(cls: type) -> type:
     """The environment class a run switches to at its first pause (:meth:`DriftWorld._move`): ``cls`` with ``now``
-    read per world (:func:`_pacing_now`); until then no clock lags and nothing pays for the check."""
-    return type(f"Paused{cls.__name__}", (cls,), {"now": property(_pacing_now), "paused": True})
+    read per world (:func:`_world_now`); until then no clock lags and nothing pays for the check."""
+    return type(f"Paused{cls.__name__}", (cls,), {"now": property(_world_now), "paused": True})
 
 
 @dataclass(frozen=True)
 class Delay:
-    """The delay line of one fold point: ``seconds`` (the copies times the drifting wafers' lead a block), for
-    every chunk of a pass from ``point.c`` on; ``block`` is the drifting wafers' block it was measured on."""
+    """The delay line of one drifting world at one fold point: ``seconds`` (the copies times its wafers' lead a
+    block), for every chunk of a pass from ``point.c`` on; ``block`` is its wafers' block it was measured on."""
 
     point: FoldPoint
+    world: int
     seconds: float
     block: float
 
 
 @dataclass
 class DriftWorld:
-    """The drifting world of an unfolded run, the fold points it may drift at and the delays it was given."""
+    """The drifting worlds of an unfolded run (numbered from 1; 0 is the pacing world), the fold points they may
+    drift at and the delays they were given.
+
+    Each drifting world is one subtree the pacing world broadcasts into (the wafers with fewer samples below one
+    top link, and the links only they use): wafers in different subtrees may drift at different paces."""
 
     wafers: list[Wafer]
-    #: ids of every object whose processes belong to the drifting world (the wafers, their input workers and
-    #: activation stores, their offload returns, the SwarmX links only they use, and this world's delay lines in)
-    members: set[int]
-    #: the drifting world's links (counted by pass), and those at the top of its subtrees
+    #: id -> world of every object whose processes belong to a drifting world (its wafers, their input workers
+    #: and activation stores, their offload returns, the SwarmX links only they use, and its delay lines)
+    members: dict[int, int]
+    #: the drifting worlds' links (counted by pass), and those at the top of their subtrees
     links: list[Link]
     tops_down: list[Link]
     tops_up: list[Link]
@@ -103,57 +107,73 @@ class DriftWorld:
     delays: list[Delay] = field(default_factory=list)
     #: each drifting wafer's block at each fold point it drifted at, by wafer name and the point's pass ``c``
     periods: dict[tuple[str, int], float] = field(default_factory=dict)
-    _names: set[str] = field(default_factory=set)
-    _env: simpy.Environment | None = None
-    #: the fold points still to decide (program order), the wafers' marks and the representative's name
-    _points: list[FoldPoint] = field(default_factory=list)
-    _marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
-    _rep: str = ""
-    #: fold point pass ``c`` -> its delay line (None: the drifting wafers do not drift there); those whose chunks
-    #: crossed before their compared blocks could be measured
-    _decided: dict[int, Delay | None] = field(default_factory=dict)
-    _unmeasured: set[int] = field(default_factory=set)
-    #: the broadcasts into the drifting world's top links, and each top link's (by id) index among them
+    #: each world's clock lag behind simulated time (its pauses so far), by world
+    lags: list[float] = field(default_factory=list)
+    #: the broadcasts into the drifting worlds' top links, and each top link's (by id) index among them
     fanouts: list[Any] = field(default_factory=list)
     _parent: dict[int, int] = field(default_factory=dict)
-    #: (broadcast id, pass, chunk) -> when its children outside the drifting world had all taken the chunk
+    _names: set[str] = field(default_factory=set)
+    _env: simpy.Environment | None = None
+    #: each world's fold points still to decide (program order), the wafers' marks, the representative's name
+    _points: dict[int, list[FoldPoint]] = field(default_factory=dict)
+    _marks: dict[str, dict[int, tuple[float, int, float]]] = field(default_factory=dict)
+    _rep: str = ""
+    #: (fold point pass ``c``, world) -> its delay line (None: that world does not drift there); those whose
+    #: chunks crossed before their compared blocks could be measured
+    _decided: dict[tuple[int, int], Delay | None] = field(default_factory=dict)
+    _unmeasured: set[tuple[int, int]] = field(default_factory=set)
+    #: (broadcast id, pass, chunk) -> when its children outside the drifting worlds had all taken the chunk
     _taken: dict[tuple[int, int, int], float] = field(default_factory=dict)
     #: fold point pass ``c`` -> the top links (by id) that have not yet had a chunk from it: the pause waits for them
     _waiting: dict[int, set[int]] = field(default_factory=dict)
-    #: pass -> the drifting world's gradient chunks of it waiting at a reduction of the pacing world, and those on
+    #: pass -> the drifting worlds' gradient chunks of it waiting at a reduction of the pacing world, and those on
     #: their way there in a top link going up
     _held: dict[int, int] = field(default_factory=dict)
     _upcoming: dict[int, int] = field(default_factory=dict)
-    _owns: dict[simpy.Process, bool] = field(default_factory=dict)
+    _owns: dict[simpy.Process, int] = field(default_factory=dict)
+    #: each world's delay lines (index 0 unused)
+    lines: list[_Line] = field(default_factory=list)
 
-    # -- the two worlds -------------------------------------------------------------------------------------------
+    # -- the worlds -----------------------------------------------------------------------------------------------
 
-    def owns_process(self, proc: simpy.Process) -> bool:
-        """Whether a process runs in the drifting world: its generator is a method of one of the world's parts
-        (a part's processes and those it starts, such as a wafer's sends)."""
-        owned = self._owns.get(proc)
-        if owned is None:
+    @property
+    def worlds(self) -> range:
+        """The drifting worlds' numbers."""
+        return range(1, len(self.lags))
+
+    def world_wafers(self, world: int) -> list[Wafer]:
+        return [w for w in self.wafers if self.members[id(w)] == world]
+
+    def world_of(self, proc: simpy.Process) -> int:
+        """The world a process runs in: a drifting world where its generator is a method of one of its parts (a
+        part's processes and those it starts, such as a wafer's sends), else the pacing world (0)."""
+        world = self._owns.get(proc)
+        if world is None:
             frame = getattr(proc._generator, "gi_frame", None)
             me = frame.f_locals.get("self") if frame is not None else None
-            owned = self._owns[proc] = me is not None and id(me) in self.members
-        return owned
+            world = self._owns[proc] = self.members.get(id(me), 0) if me is not None else 0
+        return world
 
-    def owns_event(self, event: simpy.Event, depth: int = 0) -> bool:
-        """Whether a scheduled event resumes a process of the drifting world (directly or through a condition)."""
+    def world_of_event(self, event: simpy.Event, depth: int = 0) -> int:
+        """The world of the process a scheduled event resumes (directly or through a condition); 0 for none."""
         for callback in event.callbacks or ():
             owner = getattr(callback, "__self__", None)
-            if isinstance(owner, simpy.Process) and self.owns_process(owner):
-                return True
-            if isinstance(owner, Condition) and depth < 8 and self.owns_event(owner, depth + 1):
-                return True
-        return False
+            if isinstance(owner, simpy.Process):
+                world = self.world_of(owner)
+                if world:
+                    return world
+            elif isinstance(owner, Condition) and depth < 8:
+                world = self.world_of_event(owner, depth + 1)
+                if world:
+                    return world
+        return 0
 
-    def clock(self) -> float:
-        """How far the pacing world's clock lags simulated time: its pauses so far."""
-        return float(getattr(self._env, "_lag", 0.0))
+    def ahead(self, world: int) -> float:
+        """How far world ``world``'s clock runs ahead of the pacing world's (their pauses' difference)."""
+        return self.lags[0] - self.lags[world]
 
     def ignores(self, name: str) -> bool:
-        """Whether the pacing world's fold check leaves a counter or queue out: the drifting world's parts'
+        """Whether the pacing world's fold check leaves a counter or queue out: the drifting worlds' parts'
         (``<part>`` or ``<part>.<what>``), and a SwarmX level's or the offload returns' view, whose figure is its
         busiest member's (each member is checked, or counted by pass, on its own)."""
         part = name
@@ -168,21 +188,22 @@ class DriftWorld:
         the block after it: the drifting wafers mark both (:meth:`at_mark`)."""
         return f.c, 2 * f.c - f.b
 
-    def lag(self, pass_index: int) -> float:
-        """How far ahead of the simulation the drifting world is for a chunk of ``pass_index``: the delays of the
-        fold points it comes after."""
-        return sum(d.seconds for d in self.delays if pass_index >= d.point.c)
+    def lag(self, pass_index: int, world: int) -> float:
+        """How far ahead of the simulation world ``world`` is for a chunk of ``pass_index``: its delays at the fold
+        points the pass comes after."""
+        return sum(d.seconds for d in self.delays if d.world == world and pass_index >= d.point.c)
 
     # -- the crossings ------------------------------------------------------------------------------------------
 
     def install(self, env: simpy.Environment, points: Sequence[FoldPoint],
                 marks: dict[str, dict[int, tuple[float, int, float]]], rep: str) -> None:
         """Put the crossings in place, before the run starts: at the inbox of each link at the top of a drifting
-        subtree (a broadcast's chunks come in) and at the inlet of each reduction the drifting world sends into
-        (its gradients go out); the fold ``points`` it may drift at, measured on the wafers' ``marks`` (the
-        probe's, by wafer name) and the representative wafer's (named ``rep``)."""
-        self._env, self._points, self._marks, self._rep = env, sorted(points, key=lambda f: f.c), marks, rep
-        self.members.add(id(self))
+        subtree (a broadcast's chunks come in) and at the inlet of each reduction a drifting world sends into
+        (its gradients go out); the fold ``points`` the worlds may drift at, measured on the wafers' ``marks``
+        (the probe's, by wafer name) and the representative wafer's (named ``rep``)."""
+        self._env, self._marks, self._rep = env, marks, rep
+        ordered = sorted(points, key=lambda f: f.c)
+        self._points = {k: list(ordered) for k in self.worlds}
         for fanout in self.fanouts:
             fanout.put = self._broadcast(fanout, fanout.put)
         for link in self.tops_down:
@@ -190,7 +211,7 @@ class DriftWorld:
             link.inbox.put = self._incoming(link, link.inbox.put, fanout)  # type: ignore[method-assign,assignment]
         for link in self.tops_up:
             assert link.out is not None
-            link.out = _Outgoing(self, link, link.out)
+            link.out = _Outgoing(self, self.members[id(link)], link, link.out)
             link.inbox.put = self._going_up(link.inbox.put)  # type: ignore[method-assign,assignment]
 
     def _going_up(self, put: Callable[[Chunk], simpy.Event]) -> Callable[[Chunk], simpy.Event]:
@@ -205,8 +226,8 @@ class DriftWorld:
         return counted_put
 
     def _broadcast(self, fanout: Any, put: Callable[[Chunk], simpy.Event]) -> Callable[[Chunk], simpy.Event]:
-        """A broadcast into the drifting world: note when its other children have all taken each chunk (on the
-        pacing world's clock: a delayed copy for the drifting world must not be what the broadcast waited for)."""
+        """A broadcast into a drifting world: note when its other children have all taken each chunk (on the
+        pacing world's clock: a delayed copy for a drifting world must not be what the broadcast waited for)."""
         env = self._env
         assert env is not None
         taken = self._taken
@@ -225,82 +246,63 @@ class DriftWorld:
 
     def _incoming(self, link: Link, put: Callable[[Chunk], simpy.Event],
                   fanout: Any) -> Callable[[Chunk], simpy.Event]:
-        env = self._env
+        env, world = self._env, self.members[id(link)]
         assert env is not None
 
         def crossing_put(item: Chunk) -> simpy.Event:
-            self._decide(item.pass_index, link)
-            lag, clock = self.lag(item.pass_index), self.clock()
+            self._decide(item.pass_index, world, link)
+            lag, ahead = self.lag(item.pass_index, world), self.ahead(world)
             item.ready_at += lag
-            delay = lag - clock
-            if delay < -REL_TOL * clock:
-                raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} reached the drifting wafers after the "
+            delay = lag - ahead
+            if delay < -REL_TOL * ahead:
+                raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} reached drifting wafers after the "
                                         "pause of a later pass's fold point", "")
             if delay <= REL_TOL * lag:
                 return put(item)
-            env.process(self._delayed(put, item, delay, fanout))
+            env.process(self.lines[world].delayed(put, item, delay, fanout))
             done = env.event()
             done.succeed()  # the broadcast goes on: on the drifting world's axis it took the chunk then
             return done
 
         return crossing_put
 
-    def _delayed(self, put: Callable[[Chunk], simpy.Event], item: Chunk, delay: float,
-                 fanout: Any) -> Generator[simpy.Event, Any, None]:
-        """Process (the drifting world's): the delay line: put ``item`` once ``delay`` has passed.  Where its inbox
-        is full then, it goes in once there is room; on the pacing world's clock that is when it would have gone in,
-        and the broadcast's other children must not have taken their copies before (else the broadcast would have
-        waited for the drifting world)."""
-        env = self._env
-        assert env is not None
-        yield env.timeout(delay)
-        event = put(item)
-        if event.triggered:
-            return
-        yield event
-        done = self._taken.get((id(fanout), item.pass_index, item.seq))
-        late = env.now - self.lag(item.pass_index) - (done if done is not None else float("inf"))
-        if late > REL_TOL * max(delay, 1e-300):
-            raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} went into the drifting wafers' full inbox "
-                                    f"{late:.3g} s after the rest of its broadcast (the broadcast would have waited "
-                                    "for them)", "")
-
-    def _decide(self, pass_index: int, link: Link) -> None:
-        """Before a chunk of ``pass_index`` enters the drifting world at ``link``: decide every fold point it is past
-        (its delay), and once every top link has had a chunk past a fold point with a delay, pause the pacing world
-        for it (see the module)."""
-        while self._points and pass_index >= self._points[0].c:
-            f = self._points.pop(0)
-            rep = self._marks.get(self._rep, {})
-            where = f"pass {f.c}, {f.direction}"
-            if f.b not in rep or not all(f.b in self._marks.get(w.name, {}) for w in self.wafers):
-                # Too early to measure a lead: its chunks cross as they are, which holds only where the drifting
-                # wafers turn out not to drift there (checked at the fold point, :meth:`at_fold`).
-                self._decided[f.c] = None
-                self._unmeasured.add(f.c)
+    def _decide(self, pass_index: int, world: int, link: Link) -> None:
+        """Before a chunk of ``pass_index`` enters drifting world ``world`` at ``link``: decide every fold point it
+        is past for that world (its delay), and pause the pacing world once it may (:meth:`_try_pause`)."""
+        points = self._points[world]
+        while points and pass_index >= points[0].c:
+            f = points.pop(0)
+            key = (f.c, world)
+            self._waiting.setdefault(f.c, {id(top) for top in self.tops_down})
+            rep, wafers = self._marks.get(self._rep, {}), self.world_wafers(world)
+            if f.b not in rep or not all(f.b in self._marks.get(w.name, {}) for w in wafers):
+                # Too early to measure a lead: its chunks cross as they are, which holds only where the world turns
+                # out not to drift there (checked at the fold point, :meth:`at_fold`).
+                self._decided[key] = None
+                self._unmeasured.add(key)
                 continue
             period = rep[f.b][0] - rep[f.a][0]
-            blocks = [self._marks[w.name][f.b][0] - self._marks[w.name][f.a][0] for w in self.wafers]
+            blocks = [self._marks[w.name][f.b][0] - self._marks[w.name][f.a][0] for w in wafers]
             if all(close(b, period) for b in blocks):
-                self._decided[f.c] = None
+                self._decided[key] = None
                 continue
             if not all(close(b, blocks[0]) for b in blocks) or blocks[0] >= period:
-                raise LayerFoldMismatch(f"{where}: the smaller shards' blocks took {blocks!r} s, the pacing world's "
-                                        f"{period!r} s", f.direction, f.micro_batch, step=f.step)
-            delay = Delay(f, f.copies * (period - blocks[0]), blocks[0])
-            self._decided[f.c] = delay
+                raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: the smaller shards' blocks took {blocks!r} s, "
+                                        f"the pacing world's {period!r} s", f.direction, f.micro_batch, step=f.step)
+            delay = Delay(f, world, f.copies * (period - blocks[0]), blocks[0])
+            self._decided[key] = delay
             self.delays.append(delay)
-            self._waiting[f.c] = {id(top) for top in self.tops_down}
         for c, waiting in self._waiting.items():
             if pass_index >= c:
                 waiting.discard(id(link))
         self._try_pause()
 
     def _try_pause(self) -> None:
-        """Pause the pacing world for each decided delay, in order, once it no longer does anything of a pass before
-        the fold point with the drifting world: every top link has had a chunk past the fold point (those before
-        all went in) and no gradient of the drifting world of an earlier pass waits at a reduction of the pacing
-        world (each was let go)."""
+        """Pause for each fold point in order, once the pacing world no longer does anything of a pass before it
+        with a drifting world: every top link has had a chunk past the fold point (those before all went in), no
+        gradient of a drifting world of an earlier pass waits at or goes to a reduction of the pacing world, and
+        every drifting wafer has started the fold point's last pass.  The pacing world pauses for the largest
+        delay, each drifting world for the rest of it (:meth:`_move`)."""
         while self._waiting:
             c = min(self._waiting)
             if self._waiting[c] or any(n for p, n in self._held.items() if p < c) or \
@@ -308,78 +310,77 @@ class DriftWorld:
                     not all(c in self._marks.get(w.name, {}) for w in self.wafers):
                 return
             del self._waiting[c]
-            delay = self._decided[c]
-            assert delay is not None
-            self._pause(delay.seconds)
+            seconds = {k: (d.seconds if (d := self._decided.get((c, k))) is not None else 0.0) for k in self.worlds}
+            longest = max(seconds.values(), default=0.0)
+            if longest > 0.0:
+                self._pause([longest, *(longest - seconds[k] for k in self.worlds)])
 
-    def _pause(self, seconds: float) -> None:
-        """Pause the pacing world now: once the events due now that came before have run, every event it waits for
-        moves by ``seconds`` and its clock back by as much."""
+    def _pause(self, shifts: list[float]) -> None:
+        """Pause each world by its shift (the pacing world first) now: once the events due now that came before
+        have run, every event a world waits for moves by its shift and its clock back by as much."""
         env = self._env
         assert env is not None
         event = env.event()
         assert event.callbacks is not None
-        event.callbacks.append(lambda _e: self._move(env, seconds))
+        event.callbacks.append(lambda _e: self._move(env, shifts))
         event._ok, event._value = True, None
         env.schedule(event, URGENT)
 
-    def _move(self, env: simpy.Environment, d: float) -> None:
+    def _move(self, env: simpy.Environment, shifts: list[float]) -> None:
         queue = env._queue
-        queue[:] = [(t, prio, eid, ev) if self.owns_event(ev) else (t + d, prio, eid, ev) for t, prio, eid, ev in queue]
+        queue[:] = [(t + shifts[self.world_of_event(ev)], prio, eid, ev) for t, prio, eid, ev in queue]
         heapq.heapify(queue)
         if not getattr(env, "paused", False):
             env.__class__ = paused_clock(type(env))
-            env._lag, env._world = 0.0, self  # type: ignore[attr-defined]
-        env._lag += d  # type: ignore[attr-defined]
-
-    def _heard(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, Any, None]:
-        """Process (the drifting world's): succeed ``event`` after ``delay``."""
-        env = self._env
-        assert env is not None
-        yield env.timeout(delay)
-        event.succeed()
+            env._drift = self  # type: ignore[attr-defined]
+        for k, shift in enumerate(shifts):
+            self.lags[k] += shift
 
     # -- the checks ---------------------------------------------------------------------------------------------
 
     def at_fold(self, fold: LayerFold) -> list[str]:
-        """As the representative wafer starts fold point ``fold``'s last pass (its blocks checked): the drifting
-        wafers' compared blocks must be the block their delay was measured on (where none was, they are checked as
-        any other wafer, when they reach the pass); return the names of those that drift here."""
+        """As the representative wafer starts fold point ``fold``'s last pass (its blocks checked): each drifting
+        world's compared blocks must be the block its delay was measured on (where none was, its wafers are checked
+        as any other wafer, when they reach the pass); return the names of the wafers that drift here."""
         f, period = fold.point, fold.period
-        delay = self._decided.get(f.c)
-        if f.c in self._unmeasured:
-            for w in self.wafers:
+        drifting = []
+        for k in self.worlds:
+            delay = self._decided.get((f.c, k))
+            if (f.c, k) in self._unmeasured:
+                for w in self.world_wafers(k):
+                    own = self._marks.get(w.name, {})
+                    if f.b in own and not close(own[f.b][0] - own[f.a][0], period):
+                        raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: its chunks reached drifting wafers "
+                                                "before the lead could be measured, and they drift there",
+                                                f.direction, f.micro_batch, step=f.step)
+            if delay is None:
+                continue
+            if not close(f.copies * (period - delay.block), delay.seconds):
+                raise LayerFoldMismatch(f"pass {f.c}: the pacing world's block changed after the delay was measured",
+                                        f.direction, f.micro_batch, step=f.step)
+            for w in self.world_wafers(k):
                 own = self._marks.get(w.name, {})
-                if f.b in own and not close(own[f.b][0] - own[f.a][0], period):
-                    raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: its chunks reached the drifting wafers before "
-                                            "the lead could be measured, and they drift there", f.direction,
+                where = f"{w.name} at pass {f.c}"
+                if f.c not in own:
+                    raise LayerFoldMismatch(f"{where}: not ahead of the pacing world at its fold point", f.direction,
                                             f.micro_batch, step=f.step)
-        if delay is None:
-            return []
-        if not close(f.copies * (period - delay.block), delay.seconds):
-            raise LayerFoldMismatch(f"pass {f.c}: the pacing world's block changed after the delay was measured",
-                                    f.direction, f.micro_batch, step=f.step)
-        for w in self.wafers:
-            own = self._marks.get(w.name, {})
-            where = f"{w.name} at pass {f.c}"
-            if f.c not in own:
-                raise LayerFoldMismatch(f"{where}: not ahead of the pacing world at its fold point", f.direction,
-                                        f.micro_batch, step=f.step)
-            (ta, la, _), (tb, lb, _), (tc, lc, _) = own[f.a], own[f.b], own[f.c]
-            if not (close(tb - ta, delay.block) and close(tc - tb, delay.block)):
-                raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, not "
-                                        f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step)
-            self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
-            self.periods[(w.name, f.c)] = tc - tb
-        return [w.name for w in self.wafers]
+                (ta, la, _), (tb, lb, _), (tc, lc, _) = own[f.a], own[f.b], own[f.c]
+                if not (close(tb - ta, delay.block) and close(tc - tb, delay.block)):
+                    raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, not "
+                                            f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step)
+                self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
+                self.periods[(w.name, f.c)] = tc - tb
+                drifting.append(w.name)
+        return drifting
 
     def at_mark(self, wafer: Wafer, pass_index: int, marks: dict[int, tuple[float, int, float]]) -> None:
         """As a drifting wafer starts a pass: where it ends its first block behind a delay line, that block must
         repeat its compared blocks (see the module); where it starts a fold point's last pass, a pause may be due."""
         self._try_pause()
+        world = self.members[id(wafer)]
         for delay in self.delays:
             f = delay.point
-            if pass_index == 2 * f.c - f.b and f.c in marks:
+            if delay.world == world and pass_index == 2 * f.c - f.b and f.c in marks:
                 (tb, lb, _), (tc, lc, _), (td, ld, _) = marks[f.b], marks[f.c], marks[pass_index]
                 if not close(td - tc, tc - tb):
                     raise LayerFoldMismatch(f"{wafer.name}: its block behind the delay at pass {f.c} took "
@@ -388,11 +389,11 @@ class DriftWorld:
                 self._same_causes(wafer, (lb, lc), (lc, ld), f, "in its block behind the delay")
 
     def check_after(self, marks: dict[str, dict[int, tuple[float, int, float]]]) -> None:
-        """After the run: every drifting wafer ended its block behind each delay line (checked as it did,
-        :meth:`at_mark`)."""
+        """After the run: every drifting wafer ended its block behind each of its world's delay lines (checked as
+        it did, :meth:`at_mark`)."""
         for delay in self.delays:
             f = delay.point
-            for w in self.wafers:
+            for w in self.world_wafers(delay.world):
                 if 2 * f.c - f.b not in marks.get(w.name, {}):
                     raise LayerFoldMismatch(f"{w.name}: no whole block behind the delay at pass {f.c}", f.direction,
                                             f.micro_batch, step=f.step)
@@ -406,7 +407,7 @@ class DriftWorld:
                 raise LayerFoldMismatch(f"{w.name} at pass {f.c}: {cause} differs {where}", f.direction,
                                         f.micro_batch, step=f.step)
 
-    # -- after the run: the drifting world's copies ---------------------------------------------------------------
+    # -- after the run: the drifting worlds' copies --------------------------------------------------------------
 
     def wafer_fold(self, wafer: Wafer, fold: LayerFold, marks: dict[int, tuple[float, int, float]]) -> LayerFold:
         """A drifting wafer's copies at fold point ``fold``: its own block (period, spans from its own marks)."""
@@ -416,7 +417,7 @@ class DriftWorld:
         return LayerFold(f, tc, tc - tb, {f"{wafer.name}.compute": cc - cb}, spans)
 
     def link_deltas(self, fold: LayerFold) -> dict[str, float]:
-        """The drifting world's links' busy seconds and bytes in one copy: what they moved for the copied block's
+        """The drifting worlds' links' busy seconds and bytes in one copy: what they moved for the copied block's
         passes (counted by pass: their transfers follow the drifting wafers, not the pacing world's block)."""
         lo, hi = fold.point.b, fold.point.c
         out = {}
@@ -428,60 +429,92 @@ class DriftWorld:
         return out
 
 
+class _Line:
+    """A drifting world's delay lines: processes of that world (by this object's world in ``members``)."""
 
+    def __init__(self, drift: DriftWorld, world: int):
+        self.drift, self.world = drift, world
+
+    def delayed(self, put: Callable[[Chunk], simpy.Event], item: Chunk, delay: float,
+                fanout: Any) -> Generator[simpy.Event, Any, None]:
+        """Process: put ``item`` once ``delay`` has passed.  Where its inbox is full then, it goes in once there is
+        room; on the pacing world's clock that is when it would have gone in, and the broadcast's other children
+        must not have taken their copies before (else the broadcast would have waited for the drifting world)."""
+        drift = self.drift
+        env = drift._env
+        assert env is not None
+        yield env.timeout(delay)
+        event = put(item)
+        if event.triggered:
+            return
+        yield event
+        done = drift._taken.get((id(fanout), item.pass_index, item.seq))
+        late = env.now - drift.lag(item.pass_index, self.world) - (done if done is not None else float("inf"))
+        if late > REL_TOL * max(delay, 1e-300):
+            raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} went into drifting wafers' full inbox "
+                                    f"{late:.3g} s after the rest of its broadcast (the broadcast would have waited "
+                                    "for them)", "")
+
+    def heard(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, Any, None]:
+        """Process: succeed ``event`` after ``delay``."""
+        env = self.drift._env
+        assert env is not None
+        yield env.timeout(delay)
+        event.succeed()
 
 
 class _Outgoing:
-    """The inlet of a reduction the drifting world sends into.  A gradient crosses on the pacing world's axis where
-    its pass's lag is the pacing world's clock lag.  One of a pass before a fold point, sent after its pause, goes
-    through a delay line into the reduction and arrives on time; when the reduction lets it go, the drifting world
-    hears that late on its own axis, harmless only where nothing waits behind it.  One of a pass after it, sent
-    before the pause, arrives early and must not complete the reduction (the pacing world would have waited for it
-    at another time).  The gradients waiting at the reduction are counted by pass: a pause waits for those of
-    passes before its fold point (:meth:`DriftWorld._try_pause`)."""
+    """The inlet of a reduction a drifting world sends into.  A gradient crosses on the pacing world's axis where
+    its pass's lag is how far the world runs ahead of the pacing world.  One of a pass before a fold point, sent
+    after its pause, goes through a delay line into the reduction and arrives on time; when the reduction lets it
+    go, the drifting world hears that late on its own axis, harmless only where nothing waits behind it.  One of a
+    pass after it, sent before the pause, arrives early and must not complete the reduction (the pacing world
+    would have waited for it at another time).  The gradients waiting at the reduction are counted by pass: a pause
+    waits for those of passes before its fold point (:meth:`DriftWorld._try_pause`)."""
 
-    def __init__(self, world: DriftWorld, link: Link, inner: Inlet):
-        self.world, self.link, self.inner = world, link, inner
+    def __init__(self, drift: DriftWorld, world: int, link: Link, inner: Inlet):
+        self.drift, self.world, self.link, self.inner = drift, world, link, inner
         self.node: Any = getattr(inner, "node", inner)
 
     def put(self, item: Chunk) -> simpy.Event:
-        world, env = self.world, self.world._env
+        drift, env = self.drift, self.drift._env
         assert env is not None
-        world._upcoming[item.pass_index] -= 1
-        world._try_pause()
-        lag, clock = world.lag(item.pass_index), world.clock()
+        drift._upcoming[item.pass_index] -= 1
+        drift._try_pause()
+        lag, ahead = drift.lag(item.pass_index, self.world), drift.ahead(self.world)
         item.ready_at -= lag
-        if lag < clock * (1 - REL_TOL):  # the pacing world hears it ``clock - lag`` later on its clock than now
+        if lag < ahead * (1 - REL_TOL):  # the pacing world hears it ``ahead - lag`` later on its clock than now
             heard = env.event()
-            env.process(_put_later(self, item, clock - lag, heard))
+            env.process(_put_later(self, item, ahead - lag, heard))
             return heard
         return self._put(item)
 
     def _put(self, item: Chunk, heard: simpy.Event | None = None) -> simpy.Event:
         """Put ``item`` into the reduction now; return what the drifting world waits for (``heard``, where given,
         succeeds when the reduction lets it go)."""
-        world = self.world
-        lag, key = world.lag(item.pass_index), (item.pass_index, item.seq)
+        drift = self.drift
+        lag, key = drift.lag(item.pass_index, self.world), (item.pass_index, item.seq)
         released = self.inner.put(item)
         if key not in self.node._arrived:  # it completed the reduction
-            if lag > world.clock() * (1 + REL_TOL):
-                raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} from the drifting wafers completed "
-                                        "its reduction before the pause of its pass's fold point", "")
+            if lag > drift.ahead(self.world) * (1 + REL_TOL):
+                raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} from drifting wafers completed its "
+                                        "reduction before the pause of its pass's fold point", "")
         else:
-            world._held[item.pass_index] = world._held.get(item.pass_index, 0) + 1
+            drift._held[item.pass_index] = drift._held.get(item.pass_index, 0) + 1
 
             def let_go(_e: simpy.Event) -> None:
-                world._held[item.pass_index] -= 1
-                late = world.clock() - lag  # the drifting world should have heard it this much earlier
+                drift._held[item.pass_index] -= 1
+                late = drift.ahead(self.world) - lag  # the drifting world should have heard it this much earlier
                 if late > REL_TOL * max(lag, 1e-300) and self.link.inbox.items:
                     raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} was let go {late:.3g} s late on "
-                                            "the drifting wafers' axis with more waiting behind it", "")
-                world._try_pause()
+                                            "its drifting wafers' axis with more waiting behind it", "")
+                drift._try_pause()
 
             assert released.callbacks is not None
             released.callbacks.append(let_go)
         if heard is None:
             return released
+
         def hear(_e: simpy.Event) -> None:
             heard.succeed()
 
@@ -492,7 +525,7 @@ class _Outgoing:
 
 def _put_later(out: _Outgoing, item: Chunk, delay: float, heard: simpy.Event) -> Generator[simpy.Event, Any, None]:
     """Process (the pacing world's: a pause moves it): put ``item`` into the reduction after ``delay``."""
-    env = out.world._env
+    env = out.drift._env
     assert env is not None
     yield env.timeout(delay)
     out._put(item, heard)
@@ -519,41 +552,53 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
 
 
 def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld:
-    """The drifting world of ``cluster``: the simulated wafers among ``drifting`` (wafer numbers), their own parts,
-    and every SwarmX edge whose wafers below are all drifting."""
+    """The drifting worlds of ``cluster``: one per subtree whose wafers below are all among ``drifting`` (wafer
+    numbers) under a node that is not, with its simulated wafers, their own parts and the SwarmX edges of the
+    subtree."""
     tree = cluster.tree
     fan, depth = tree.fan_out, tree.levels
     apart = set(drifting)
     reachable = {w for w, s in enumerate(cluster.stand_in) if s >= 0}
-    wafers = [w for w in cluster.simulated if int(w.name.rsplit(".", 1)[1]) in apart]
-    members = {id(w) for w in wafers}
-    for parts in cluster.wafer_parts:
-        if parts.wafer in wafers:
-            members |= {id(x) for x in (parts.inputs, parts.store, parts.back) if x is not None}
 
     def below(level: int, edge: int) -> set[int]:
         return {w for w in reachable if w // fan ** (depth - level) == edge}
 
+    # The subtrees: each edge whose wafers are all drifting, under a node whose are not (the root's are not).
+    tops: list[tuple[int, int]] = []
+    for level in range(1, depth + 1):
+        for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
+            leaves = below(level, c)
+            above = below(level - 1, c // fan) if level > 1 else reachable
+            if leaves and leaves <= apart and not above <= apart:
+                tops.append((level, c))
+    members: dict[int, int] = {}
     links: list[Link] = []
     tops_down: list[Link] = []
     tops_up: list[Link] = []
-    for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
-        for level, row in enumerate(edges, start=1):
-            for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
-                leaves = below(level, c)
-                if not leaves or not leaves <= apart:
-                    continue
-                link = row[c]
-                if id(link) in members:
-                    continue
-                members.add(id(link))
-                links.append(link)
-                above = below(level - 1, c // fan) if level > 1 else reachable
-                if not above <= apart:
-                    (tops_down if direction == "down" else tops_up).append(link)
-    for parts in cluster.wafer_parts:
-        if parts.wafer in wafers and parts.back is not None:
-            links.append(parts.back)
+    wafers: list[Wafer] = []
+    for world, (top_level, top) in enumerate(tops, start=1):
+        leaves = below(top_level, top)
+        for w in cluster.simulated:
+            if int(w.name.rsplit(".", 1)[1]) in leaves:
+                wafers.append(w)
+                members[id(w)] = world
+        for parts in cluster.wafer_parts:
+            if members.get(id(parts.wafer)) == world:
+                for x in (parts.inputs, parts.store, parts.back):
+                    if x is not None:
+                        members[id(x)] = world
+                if parts.back is not None:
+                    links.append(parts.back)
+        for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
+            for level in range(top_level, depth + 1):
+                for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
+                    link = edges[level - 1][c]
+                    if id(link) in members or not below(level, c) <= leaves or not below(level, c):
+                        continue
+                    members[id(link)] = world
+                    links.append(link)
+                    if level == top_level:
+                        (tops_down if direction == "down" else tops_up).append(link)
     for link in links:
         link.tally = {}
     fanouts: list[Any] = []
@@ -566,8 +611,13 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
                         fanouts.append(fanout)
                     parent[id(link)] = next(i for i, f in enumerate(fanouts) if f is fanout)
     names = {w.name for w in wafers} | {link.name for link in links}
-    names |= {parts.inputs.name for parts in cluster.wafer_parts if parts.wafer in wafers}
-    names |= {parts.store.name for parts in cluster.wafer_parts if parts.wafer in wafers and parts.store is not None}
+    names |= {parts.inputs.name for parts in cluster.wafer_parts if id(parts.wafer) in members}
+    names |= {parts.store.name for parts in cluster.wafer_parts
+              if id(parts.wafer) in members and parts.store is not None}
     views = {group.name for group in cluster.groups()}
-    return DriftWorld(wafers, members, links, tops_down, tops_up, views=views, _names=names, fanouts=fanouts,
-                      _parent=parent)
+    drift = DriftWorld(wafers, members, links, tops_down, tops_up, views=views, lags=[0.0] * (len(tops) + 1),
+                       fanouts=fanouts, _parent=parent, _names=names)
+    drift.lines = [_Line(drift, k) for k in range(len(tops) + 1)]
+    for line in drift.lines[1:]:
+        members[id(line)] = line.world
+    return drift
