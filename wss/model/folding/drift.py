@@ -43,7 +43,7 @@ a bandwidth limit): else every block of such slots is simulated, as before.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Container, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +112,8 @@ class DriftWorld:
     #: the broadcasts into the drifting worlds' top links, and each top link's (by id) index among them
     fanouts: list[Any] = field(default_factory=list)
     _parent: dict[int, int] = field(default_factory=dict)
-    _names: set[str] = field(default_factory=set)
+    #: the name of every part of a drifting world -> its world
+    _names: dict[str, int] = field(default_factory=dict)
     _env: simpy.Environment | None = None
     #: each world's fold points still to decide (program order), the wafers' marks, the representative's name
     _points: dict[int, list[FoldPoint]] = field(default_factory=dict)
@@ -172,16 +173,26 @@ class DriftWorld:
         """How far world ``world``'s clock runs ahead of the pacing world's (their pauses' difference)."""
         return self.lags[0] - self.lags[world]
 
-    def ignores(self, name: str) -> bool:
-        """Whether the pacing world's fold check leaves a counter or queue out: the drifting worlds' parts'
-        (``<part>`` or ``<part>.<what>``), and a SwarmX level's or the offload returns' view, whose figure is its
-        busiest member's (each member is checked, or counted by pass, on its own)."""
+    def ignores(self, name: str, worlds: Container[int] | None = None) -> bool:
+        """Whether the pacing world's fold check leaves a counter or queue out: the parts' of the drifting worlds
+        (of ``worlds``, if given) (``<part>`` or ``<part>.<what>``), and a SwarmX level's or the offload returns'
+        view, whose figure is its busiest member's (each member is checked, or counted by pass, on its own)."""
         part = name
         while part:
-            if part in self._names:
-                return True
+            world = self._names.get(part)
+            if world is not None:
+                return worlds is None or world in worlds
             part = part.rpartition(".")[0]
         return name.removesuffix(".bytes") in self.views
+
+    def ignorer(self, c: int) -> Callable[[str], bool] | None:
+        """What the pacing world's check at the fold point ending at pass ``c`` leaves out: the parts of the worlds
+        that drift there (they are checked on their own axis); None where none does (every part is checked as in
+        any fold)."""
+        drifting = {k for k in self.worlds if self._decided.get((c, k)) is not None}
+        if not drifting:
+            return None
+        return lambda name: self.ignores(name, drifting)
 
     def blocks_after(self, f: FoldPoint) -> tuple[int, int]:
         """The first passes of the block a fold point's copies end before (the first behind its delay line) and of
@@ -367,7 +378,8 @@ class DriftWorld:
                 (ta, la, _), (tb, lb, _), (tc, lc, _) = own[f.a], own[f.b], own[f.c]
                 if not (close(tb - ta, delay.block) and close(tc - tb, delay.block)):
                     raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, not "
-                                            f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step)
+                                            f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step,
+                                            settles=tc - tb > tb - ta)
                 self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
                 self.periods[(w.name, f.c)] = tc - tb
                 drifting.append(w.name)
@@ -610,10 +622,13 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
                     if all(f is not fanout for f in fanouts):
                         fanouts.append(fanout)
                     parent[id(link)] = next(i for i, f in enumerate(fanouts) if f is fanout)
-    names = {w.name for w in wafers} | {link.name for link in links}
-    names |= {parts.inputs.name for parts in cluster.wafer_parts if id(parts.wafer) in members}
-    names |= {parts.store.name for parts in cluster.wafer_parts
-              if id(parts.wafer) in members and parts.store is not None}
+    names = {w.name: members[id(w)] for w in wafers} | {link.name: members[id(link)] for link in links}
+    for parts in cluster.wafer_parts:
+        world = members.get(id(parts.wafer))
+        if world is not None:
+            names[parts.inputs.name] = world
+            if parts.store is not None:
+                names[parts.store.name] = world
     views = {group.name for group in cluster.groups()}
     drift = DriftWorld(wafers, members, links, tops_down, tops_up, views=views, lags=[0.0] * (len(tops) + 1),
                        fanouts=fanouts, _parent=parent, _names=names)

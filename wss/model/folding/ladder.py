@@ -82,12 +82,13 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
     except LayerFoldMismatch as exc:
         first = exc
     # A fold that failed in an uneven slot goes to the rungs below as it did: there a smaller shard starts every
-    # block earlier than the last by the same amount until the buffers stop it, for longer than a longer stretch
-    # may settle (GPT-3 175B on 63 wafers: through all 96 blocks both ways; docs/unfolded.md, "Why the uneven
-    # slots simulate every block"), so trying would only cost runs.  A wait reaching across copies (no
-    # micro-batch) does not settle either.
+    # block earlier than the last by the same amount until the buffers stop it, and a drift fold stands for that
+    # where it can (wss/model/folding/drift.py); trying a longer stretch would only cost runs, except where the
+    # smaller shards' lead ran out within the stretch or over the copies (``settles``): a longer one may see them
+    # back in step with the largest.  A wait reaching across copies (no micro-batch) does not settle either.
     longer = _led_longer(p, first)
-    if longer is None and first.micro_batch is not None and first.micro_batch not in p.uneven_slots:
+    if longer is None and first.micro_batch is not None and (first.micro_batch not in p.uneven_slots
+                                                             or first.settles):
         longer = _settled_longer(s, p, first)
     failed = first
     while longer is not None:
@@ -97,7 +98,8 @@ def _run_settled(s: Scenario, p: Plan, run: Callable[[Plan], R]) -> R:
         try:
             return run(longer)
         except LayerFoldMismatch as exc:
-            failed, longer = exc, _led_longer(longer, exc) or _settled_longer(s, longer, exc)
+            failed, longer = exc, _led_longer(longer, exc) or (
+                None if exc.micro_batch in longer.uneven_slots and not exc.settles else _settled_longer(s, longer, exc))
     return _fold_fewer_layers(s, p, run, first)
 
 

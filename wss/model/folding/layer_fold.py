@@ -111,14 +111,16 @@ class LayerFoldMismatch(FoldMismatch):
     than drifting with every block (the ladder then simulates a longer stretch: :mod:`wss.model.folding.ladder`).
     ``step``: the step the fold point lay in.  ``drains_in``: where the queues differed, how many blocks after the
     second compared one its falling queued counts would take to empty at the pace they fell (:func:`_drains_in`),
-    None where none fell."""
+    None where none fell.  ``settles``: in an uneven slot, smaller shards whose lead runs out within the stretch
+    simulated or over the copies (:mod:`wss.model.folding.drift`): a longer stretch may see them back in step with
+    the largest, where an ordinary fold holds (the ladder tries one)."""
 
     def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False,
-                 step: int | None = None, drains_in: int | None = None):
+                 step: int | None = None, drains_in: int | None = None, settles: bool = False):
         # All in args: SimPy re-raises a process's exception.
-        super().__init__(message, direction, micro_batch, settled_late, step, drains_in)
+        super().__init__(message, direction, micro_batch, settled_late, step, drains_in, settles)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
-        self.settled_late, self.step, self.drains_in = settled_late, step, drains_in
+        self.settled_late, self.step, self.drains_in, self.settles = settled_late, step, drains_in, settles
 
     def __str__(self) -> str:
         return self.message

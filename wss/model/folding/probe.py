@@ -94,7 +94,6 @@ class FoldProbe:
         checks: dict[int, FoldPoint] = {}
         marked: frozenset[int] = frozenset()
         self.drift = drift
-        ignore = drift.ignores if drift is not None else None
         drifted: set[tuple[str, int]] = set()  # (wafer, pass c) of the drifting wafers at each drift fold
         if plan.layer_runs:
             self.layer_points = fold_points(cluster.program, plan.ops, plan.layer_runs, plan.layer_directions,
@@ -125,6 +124,7 @@ class FoldProbe:
             if wafer is rep:
                 self.layer_snapshots[p.index] = snapshot()
                 if p.index in checks:  # a run whose blocks do not repeat stops here (LayerFoldMismatch)
+                    ignore = drift.ignorer(p.index) if drift is not None else None
                     fold = check_point(checks[p.index], self.layer_snapshots, rep.timeline, ignore)
                     self.layer_folds.append(fold)
                     proved[p.index] = fold
