@@ -122,3 +122,17 @@ def test_the_pacing_world_check_leaves_the_drifting_worlds_parts_out() -> None:
     # The pacing world's clock lags by its pauses; the drifting worlds, each as far ahead as the furthest, ran on.
     assert drift.lags[0] == pytest.approx(forward.seconds + backward.seconds, rel=1e-12)
     assert all(lag == 0.0 for lag in drift.lags[1:])
+
+
+def test_a_lead_that_runs_out_early_folds_past_it_with_a_longer_stretch() -> None:
+    """64 wafers (16 of 12 samples, 48 of 11): a smaller shard's lead runs out within a few forward blocks.  The drift
+    fold is refused (its first block behind the delay waits), but past a longer stretch at the start the smaller
+    shards are back in step with the largest: an ordinary fold holds there, in both directions, with every number of
+    the Result equal to every block simulated."""
+    folded, fc, full, uc = _runs(64)
+    assert fc.plan.uneven_slots == {0} and not fc.plan.blocks_unfolded_in
+    assert max(r.head for r in fc.plan.layer_runs) > 4  # the longer stretch at the start
+    assert fc.folding.drift is not None and fc.folding.drift.delays == []
+    assert {f.point.direction for f in fc.folding.layers.folds} == {"forward", "backward"}
+    assert fc.events < uc.events / 2
+    assert _same_numbers(folded, full) == {}

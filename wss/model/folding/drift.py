@@ -397,7 +397,8 @@ class DriftWorld:
                 if not close(td - tc, tc - tb):
                     raise LayerFoldMismatch(f"{wafer.name}: its block behind the delay at pass {f.c} took "
                                             f"{td - tc!r} s, its compared blocks {tc - tb!r} s (its lead ran out "
-                                            "over the copies)", f.direction, f.micro_batch, step=f.step)
+                                            "over the copies)", f.direction, f.micro_batch, step=f.step,
+                                            settles=f.direction == "forward" and td - tc > tc - tb)
                 self._same_causes(wafer, (lb, lc), (lc, ld), f, "in its block behind the delay")
 
     def check_after(self, marks: dict[str, dict[int, tuple[float, int, float]]]) -> None:
