@@ -322,8 +322,8 @@ def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_start
     work = run_work(nine)
     assert work.wafers == 4 and work.seconds > LONG_RUN_S
     note = long_run_note(nine, work)
-    assert note is not None and note.startswith("gpt3-175b-192: this run will take about ")
-    assert "million events" in note and "6 wafers of 171, 3 of 170" in note
+    assert note is not None and note.startswith("gpt3-175b-192: this run will take up to about ")
+    assert "million events; fewer where a drift fold stands for" in note and "6 wafers of 171, 3 of 170" in note
     assert "simulation.fold_wafers: true folds the wafers and gives the same step" in note
     shipped = wss.load_scenario(GPT3)
     assert long_run_note(shipped, run_work(shipped)) is None
@@ -350,7 +350,7 @@ def test_wss_simulate_says_a_long_run_on_stderr_before_it_starts(tmp_path, capsy
     monkeypatch.setattr("wss.model.folding.run_plan.LONG_RUN_S", 0.0)
     assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "noted")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("wss: WARNING: gpt3-175b-192: this run will take about ")
+    assert err.startswith("wss: WARNING: gpt3-175b-192: this run will take ")
     assert (tmp_path / "plain" / "result.json").read_text() == (tmp_path / "noted" / "result.json").read_text()
     assert main(["simulate", str(GPT3), *small, "-o", str(tmp_path / "quiet"), "--quiet"]) == 0
     assert capsys.readouterr().err == ""

@@ -27,9 +27,10 @@ Every fold is checked, not assumed (:mod:`~wss.model.folding.fold`, :mod:`~wss.m
    compute, one block after the first compared one;
 2. with uneven shards, blocks that do not repeat (``LayerFoldMismatch``) while they fold in every micro-batch
    are simulated in full in the slots where the wafers' micro-batches differ (the plan's ``uneven_slots``),
-   when the failed fold lay in one of them: there a wafer with fewer samples may drift ahead of the largest
-   for longer than the fold settles (GPT-3 175B on 9 wafers), or may not (Cerebras-GPT 1.3B on 7 wafers with
-   a batch of 64 folds its forward passes there);
+   when the failed fold lay in one of them: there a wafer with fewer samples drifts ahead of the largest, and a
+   drift fold (:mod:`wss.model.folding.drift`) stands for its blocks unless its checks refuse (its lead runs out
+   over the copies: GPT-3 175B on 9 wafers).  Where the lead runs out early (the mismatch ``settles``), rung 1
+   first simulates a longer stretch, past which the wafers are back in step (Cerebras-GPT 13B on 64 wafers);
 3. blocks that do not repeat in one direction fold in the other only, in a run of one simulated step;
 4. else, after a failed layer fold, no blocks fold (micro-batches and steps still do);
 5. then steps unfold (micro-batches still fold);

@@ -89,6 +89,7 @@ class RunWork:
     chunk_passes: int
     wafers: int  # simulated apart (1 when folded)
     reason: str  # why the wafers are folded or not, in words
+    uneven_in_full: bool = False  # the count has every block of the uneven slots, which a drift fold may spare
 
     @property
     def events(self) -> int:
@@ -104,9 +105,10 @@ def run_work(s: Scenario, p: Plan | None = None) -> RunWork:
     p = p if p is not None else folding_plan(s, None)
     folded, reason = fold_decision(s)
     wafers = 1 if folded else simulated_wafers(s)
-    if p.layer_runs and p.uneven_slots:  # the most it may simulate: every block of the uneven slots (the ladder)
+    uneven = bool(p.layer_runs and p.uneven_slots and not folded)
+    if uneven:  # the most it may simulate: every block of the uneven slots (the ladder)
         p = replace(p, blocks_unfolded_in=p.uneven_slots)
-    return RunWork(sum(chunk_passes(p, build_program(p))) * wafers, wafers, reason)
+    return RunWork(sum(chunk_passes(p, build_program(p))) * wafers, wafers, reason, uneven)
 
 
 def _duration(seconds: float) -> str:
@@ -128,5 +130,7 @@ def long_run_note(s: Scenario, work: RunWork) -> str | None:
                "(the busiest stands for all; only the other wafers' own idle times are not simulated)")
     elif work.wafers > 1 and not s.faults.sets_wafers_apart:
         fix = "; simulation.fold_wafers: true folds the wafers (the busiest stands for all)"
-    return (f"{s.name}: this run will take about {_duration(work.seconds)} on one core (about "
-            f"{work.events / 1e6:.2g} million events){why}{fix}")
+    most, spared = ("up to ", "; fewer where a drift fold stands for the blocks of the micro-batches whose sizes "
+                    "differ") if work.uneven_in_full else ("", "")
+    return (f"{s.name}: this run will take {most}about {_duration(work.seconds)} on one core ({most}about "
+            f"{work.events / 1e6:.2g} million events{spared}){why}{fix}")
