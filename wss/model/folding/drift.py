@@ -7,37 +7,43 @@ blocks start alike against the busiest one's, so the copies the layer fold inser
 (:mod:`wss.model.folding.layer_fold`) cannot stand for it: over the ``n`` blocks they stand for, it would have
 gained ``D = n·δ`` more on the rest.
 
-A drift fold splits the cluster in two *worlds*: the **drifting world** (the wafers with fewer samples, their
-input workers, activation stores and offload returns, and the SwarmX edges only they use) and the **pacing
-world** (everything else: MemoryX, its optimizer, the rest of the tree, the busiest wafers).  Each world's copies
-are its own block: ``n`` blocks of the pacing period for the pacing world, ``n`` of the drifting wafers' own for
-the drifting world, so past the copies everything of a pass after the fold point moves on by ``n·P`` in the
-pacing world and by ``n·(P - δ)`` in the drifting one.  Where the two meet, the drifting world is ``D`` ahead of
-where the simulation has it; so every chunk of a pass after the fold point reaches it through a **delay line**
-of ``D`` (its flight ends that much later on the drifting world's axis), and everything it sends back for such a
-pass reaches the pacing world ``D`` late on the pacing world's axis: harmless where the pacing world did not wait
-for it, which is checked.  The lag of a pass is the sum over the fold points it comes after
-(:meth:`DriftWorld.lag`); a chunk of an earlier pass crosses as it is.  No time stands still and nothing is
-rescheduled: the simulation runs as it would, with the delay lines in place.
+A drift fold splits the cluster into *worlds*: the **pacing world** (MemoryX, its optimizer, the busiest wafers
+and the tree above them) and one **drifting world** per subtree the pacing world broadcasts into whose wafers all
+have fewer samples (those wafers, their input workers, activation stores and offload returns, and the SwarmX edges
+of the subtree; wafers in different subtrees may drift at different paces).  Each world's copies are its own
+block: ``n`` blocks of the pacing period ``P`` for the pacing world, ``n`` of its own block for a drifting world,
+so past the copies everything of a pass after the fold point moves on by ``n·P`` in the pacing world and by
+``n·(P - δ)`` in the drifting one.  Where they meet, a drifting world is ``D`` further ahead than the simulation
+has it:
+
+* the fold point's first chunks into a drifting world (at the top of its subtree) come through a **delay line**:
+  they go in ``D`` later, their flight ending as much later (:meth:`DriftWorld.lag`);
+* once the pacing world no longer does anything of an earlier pass with a drifting world (every top link has had
+  a chunk past the fold point, no gradient of an earlier pass waits at or goes to one of its reductions, every
+  drifting wafer has started the fold point's last pass), the pacing world **pauses** for the largest ``D``, each
+  drifting world for the rest of it: every event a world waits for moves by its pause (:meth:`DriftWorld._move`),
+  and its clock stands still meanwhile (:func:`paused_clock`), so everything it records and every time it
+  measures stays on its own axis.  From then on the worlds meet on one axis again; a chunk that crosses between
+  them has its time (``ready_at``) moved by its world's lag for its pass.
 
 Checked, not assumed (any failure raises :class:`~wss.model.folding.layer_fold.LayerFoldMismatch`, and the ladder
-simulates more):
+folds less, with the same answers):
 
-* the representative and the drifting wafers started the first compared block before the first chunk past the
-  fold point reached the drifting world (the delay is measured on that block: the pacing period less the
-  drifting wafers' block, times the copies);
-* every drifting wafer's two compared blocks take the same time, that block, and split alike by cause; all of
-  them drift alike (one delay for the world); the pacing world's blocks repeat as any fold's;
-* each drifting wafer's block after the fold point repeats its compared blocks: its slack shrinks by ``δ`` a
-  block, so that block, the first behind the delay, had less than any copy, and if it did not wait, no copy did;
-* a delayed chunk finds room in its inbox when it comes out of the delay line (else the pacing world would have
-  waited for the drifting one); a gradient sent back never completes its reduction (the pacing world would have
-  had it ``D`` earlier), and the drifting world hears that its reduction let it go ``D`` later, as it would;
-* nothing of a pass before a fold point crosses after a chunk past it reached the drifting world.
+* the representative and a drifting world's wafers started the first compared block before the first chunk past
+  the fold point reached the world (the delay is measured on that block: the pacing period less the world's
+  block, times the copies), or else the world does not drift there;
+* every drifting wafer's two compared blocks take that block and split alike by cause; a world's wafers drift
+  alike; the pacing world's blocks repeat as any fold's (the drifting worlds' parts checked on their own axis);
+* each drifting wafer's first block behind the delay repeats its compared blocks: its slack shrinks by ``δ`` a
+  block, so that block had less than any copy had, and had it waited, a copy would have (``settles`` where the
+  lead runs out early, in the forward passes: a longer stretch before the fold may see the wafers back in step);
+* a delayed chunk that finds its inbox full goes in no later than the rest of its broadcast went into theirs (the
+  broadcast would have waited for it); a gradient that crosses off its pass's axis does not complete its reduction
+  before the pause, and is let go without anything waiting behind it where the drifting world hears that late.
 
 A drift fold is tried only where nothing but uneven shards sets the wafers apart (a node down may have made them
-uneven) and the drifting world shares no bandwidth with the pacing world (activation stores of their own, without
-a bandwidth limit): else every block of such slots is simulated, as before.
+uneven) and no drifting world shares a bandwidth with the pacing world (activation stores of their own, without a
+bandwidth limit), in a run not recorded for traces: else every block of such slots is simulated, as before.
 """
 
 from __future__ import annotations
