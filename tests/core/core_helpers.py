@@ -189,3 +189,14 @@ def assert_clear_scenario_error(raw: dict, path: str, words: str, tmp_path: Path
     assert main(["validate", str(file)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and path in lines[0]
+
+
+def result_numbers(doc: object, path: str = "") -> dict[str, float]:
+    """Every number of a Result's JSON (``json.loads(result.to_json())``), by its path."""
+    if isinstance(doc, dict):
+        return {k: v for key, value in doc.items() for k, v in result_numbers(value, f"{path}.{key}").items()}
+    if isinstance(doc, list):
+        return {k: v for i, value in enumerate(doc) for k, v in result_numbers(value, f"{path}[{i}]").items()}
+    if isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        return {path: float(doc)}
+    return {}

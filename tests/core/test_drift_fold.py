@@ -15,7 +15,7 @@ import json
 from functools import cache
 
 import pytest
-from core_helpers import SCENARIOS
+from core_helpers import SCENARIOS, result_numbers
 
 import wss
 from wss.model.folding.drift import DriftWorld
@@ -26,15 +26,7 @@ REL = 1e-9
 PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084}
 
 
-def _numbers(doc: object, path: str = "") -> dict[str, float]:
-    """Every number of a Result's JSON, by its path."""
-    if isinstance(doc, dict):
-        return {k: v for key, value in doc.items() for k, v in _numbers(value, f"{path}.{key}").items()}
-    if isinstance(doc, list):
-        return {k: v for i, value in enumerate(doc) for k, v in _numbers(value, f"{path}[{i}]").items()}
-    if isinstance(doc, (int, float)) and not isinstance(doc, bool):
-        return {path: float(doc)}
-    return {}
+_numbers = result_numbers
 
 
 @cache

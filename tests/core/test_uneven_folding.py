@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from core_helpers import SCENARIOS
+from core_helpers import SCENARIOS, result_numbers
 
 import wss
 from wss.model.plan import make_plan
@@ -155,15 +155,7 @@ def test_a_step_pacer_counts_its_folded_micro_batches() -> None:
         assert p.part == q.part and abs(p.busy_s - q.busy_s) <= REL * q.busy_s
 
 
-def _numbers(doc: object, path: str = "") -> dict[str, float]:
-    """Every number of a Result's JSON, by its path."""
-    if isinstance(doc, dict):
-        return {k: v for key, value in doc.items() for k, v in _numbers(value, f"{path}.{key}").items()}
-    if isinstance(doc, list):
-        return {k: v for i, value in enumerate(doc) for k, v in _numbers(value, f"{path}[{i}]").items()}
-    if isinstance(doc, (int, float)) and not isinstance(doc, bool):
-        return {path: float(doc)}
-    return {}
+_numbers = result_numbers
 
 
 def test_an_uneven_slot_folding_its_backward_passes_alone_reports_every_figure_of_every_block_simulated() -> None:

@@ -631,11 +631,11 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
                     parent[id(link)] = next(i for i, f in enumerate(fanouts) if f is fanout)
     names = {w.name: members[id(w)] for w in wafers} | {link.name: members[id(link)] for link in links}
     for parts in cluster.wafer_parts:
-        world = members.get(id(parts.wafer))
-        if world is not None:
-            names[parts.inputs.name] = world
+        owner = members.get(id(parts.wafer))
+        if owner is not None:
+            names[parts.inputs.name] = owner
             if parts.store is not None:
-                names[parts.store.name] = world
+                names[parts.store.name] = owner
     views = {group.name for group in cluster.groups()}
     drift = DriftWorld(wafers, members, links, tops_down, tops_up, views=views, lags=[0.0] * (len(tops) + 1),
                        fanouts=fanouts, _parent=parent, _names=names)
