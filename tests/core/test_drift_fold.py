@@ -26,9 +26,6 @@ REL = 1e-9
 PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084}
 
 
-_numbers = result_numbers
-
-
 @cache
 def _runs(wafers: int) -> tuple:
     """Cerebras-GPT 13B (40 identical blocks, one micro-batch, block inputs offloaded) on ``wafers`` wafers, folded
@@ -45,7 +42,7 @@ def _same_numbers(folded: wss.Result, full: wss.Result) -> dict[str, tuple[float
     """The numbers two Results report differently (past 1e-9 of the full run's), leaving out what says how much
     was simulated (events, the blocks and micro-batches simulated, the per-pass records standing for copies)."""
     simulated = (".sim_events", ".cluster.", ".records[")
-    got, want = ({k: v for k, v in _numbers(json.loads(r.to_json())).items() if not k.startswith(simulated)}
+    got, want = ({k: v for k, v in result_numbers(json.loads(r.to_json())).items() if not k.startswith(simulated)}
                  for r in (folded, full))
     assert got.keys() == want.keys() and len(want) > 100
     return {k: (got[k], v) for k, v in want.items() if abs(got[k] - v) > REL * max(abs(v), 1e-12)}

@@ -155,9 +155,6 @@ def test_a_step_pacer_counts_its_folded_micro_batches() -> None:
         assert p.part == q.part and abs(p.busy_s - q.busy_s) <= REL * q.busy_s
 
 
-_numbers = result_numbers
-
-
 def test_an_uneven_slot_folding_its_backward_passes_alone_reports_every_figure_of_every_block_simulated() -> None:
     """Cerebras-GPT 13B on 17 wafers (6 of 43 samples, 11 of 42; block inputs offloaded), one micro-batch: its
     forward passes simulate every block and its backward passes fold.  The wafers of 42 are ahead by then and
@@ -183,7 +180,7 @@ def test_an_uneven_slot_folding_its_backward_passes_alone_reports_every_figure_o
         **over, "simulation.fold_micro_batches": False}), record=False, fold_layers=False)
     # What was simulated differs (events, blocks, the per-pass records standing for copies), not what is reported.
     simulated = (".sim_events", ".cluster.", ".records[")
-    got, want = ({k: v for k, v in _numbers(json.loads(r.to_json())).items() if not k.startswith(simulated)}
+    got, want = ({k: v for k, v in result_numbers(json.loads(r.to_json())).items() if not k.startswith(simulated)}
                  for r in (folded, full))
     assert got.keys() == want.keys() and len(want) > 100
     assert {k: (got[k], v) for k, v in want.items() if abs(got[k] - v) > REL * max(abs(v), 1e-12)} == {}
