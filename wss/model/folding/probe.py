@@ -86,10 +86,11 @@ class FoldProbe:
         is; with identical blocks, every wafer of ``simulated`` marks the fold points' passes and the
         representative snapshots and checks them.  Nothing is attached where nothing folds.
 
-        With a ``drift`` world, the representative checks the pacing world alone, and where the drifting wafers
-        run ahead of it by the same amount every block, pauses the pacing world for their lead over the copies
-        (:meth:`~wss.model.folding.drift.DriftWorld.at_fold`); the wafers also mark the two blocks after each fold
-        point, which the drift fold checks after the run."""
+        With ``drift`` worlds, their crossings with the pacing world are put in place first (delay lines and pauses:
+        :meth:`~wss.model.folding.drift.DriftWorld.install`); at each fold point the representative checks the
+        pacing world without the worlds that drift there, whose wafers' blocks are checked on their own axis
+        (:meth:`~wss.model.folding.drift.DriftWorld.at_fold`), and the drifting wafers also mark the blocks after
+        each fold point, checked as they reach them (:meth:`~wss.model.folding.drift.DriftWorld.at_mark`)."""
         plan, env, rep = cluster.plan, cluster.env, cluster.wafer
         checks: dict[int, FoldPoint] = {}
         marked: frozenset[int] = frozenset()

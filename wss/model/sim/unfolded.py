@@ -338,7 +338,8 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
     """After a layer-folded run, before its members are named: every simulated wafer's timeline, passes and
     loss times, the optimizer's jobs, the snapshots, each wafer's micro-batch marks and the parts' busy
     seconds at each step's end, all on the axis with the folded blocks in place.  A drifting wafer's copies are
-    its own blocks (:mod:`wss.model.folding.drift`), checked first with the crossings between the worlds."""
+    its own blocks (:mod:`wss.model.folding.drift`: checked first that each ended its block behind each delay), and
+    the drifting worlds' links grow by what they moved for the copied block's passes."""
     folding = cluster.folding
     drift = folding.drift
     folds = [_own_compute(cluster, f) for f in folding.layer_folds]
@@ -354,15 +355,15 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
             own[id(w)] = (layers, [(f.at, f.spans) for f in layers.folds])
             continue
         marks = folding.wafer_marks[w.name]
-        steps, copies = [], []
+        wafer_folds, copies = [], []
         for f in layers.folds:
             if drift is not None and (w.name, f.point.c) in drift.periods:
                 f = drift.wafer_fold(w, f, marks)
                 copies.append((f.at, f.spans))
             else:
                 copies.extend(wafer_copies(w.timeline, {i: m[:2] for i, m in marks.items()}, LayersFold((f,)), w.name))
-            steps.append(f)
-        own[id(w)] = (LayersFold(tuple(steps)), copies)
+            wafer_folds.append(f)
+        own[id(w)] = (LayersFold(tuple(wafer_folds)), copies)
     for w in cluster.simulated:
         shifted = own[id(w)][0]
         if any(cause == "input" and shifted.shift(p) > 0 for _, _, cause, p in w.timeline):
