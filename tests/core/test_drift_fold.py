@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from types import SimpleNamespace
 
 import pytest
 from core_helpers import SCENARIOS, result_numbers
 
 import wss
-from wss.model.folding.drift import DriftWorld
+from wss.model.folding.drift import Delay, DriftWorld, waited_for
+from wss.model.folding.layer_fold import FoldPoint, LayerFoldMismatch
 from wss.model.simulate import simulate_detailed
 
 REL = 1e-9
@@ -68,14 +70,124 @@ def test_the_smaller_shards_drift_folds_and_reports_every_figure_of_every_block_
     assert _same_numbers(folded, full) == {}
 
 
-def test_a_lead_that_runs_out_over_the_copies_falls_back_to_every_block() -> None:
-    """17 wafers (6 of 43 samples, 11 of 42): a smaller shard gains 1.9 ms a forward block, and its buffers run dry
-    within the copies.  Its first block behind the delay line waits where its compared blocks did not: the drift
-    fold is refused, and the slot simulates every block, as before."""
+def test_a_lead_that_runs_out_over_the_copies_is_waited_for_once_behind_the_delay() -> None:
+    """17 wafers (6 of 43 samples, 11 of 42): a smaller shard gains 0.5 ms a forward block, and its buffers run dry
+    within the 32 copies.  In its first block behind the delay line it waits for the weight stream, in one go, what
+    the lead could not carry; its next block keeps the pacing world's step.  The drift fold holds, with every number
+    equal to every block simulated (before: the slot simulated every block)."""
     folded, fc, full, uc = _runs(17)
-    assert fc.plan.blocks_unfolded_in == {0}
-    assert fc.events == uc.events
+    drift = fc.folding.drift
+    assert not fc.plan.blocks_unfolded_in
+    assert [(d.point.direction, d.point.copies) for d in drift.delays] == [("forward", 32)] * 3
+    assert set(drift.ran_out.values()) == {"stream"} and len(drift.ran_out) == 3
+    assert fc.events < uc.events / 4
     assert _same_numbers(folded, full) == {}
+
+
+def test_a_lead_that_ran_out_in_the_compared_blocks_is_waited_for_behind_the_delay_too() -> None:
+    """61 wafers (49 of 12 samples, 12 of 11, in three drifting worlds): wafer 49's lead runs out in the second of
+    its compared blocks, which waits longer than the first for the stream.  Its copies are its first (free) block,
+    and its block behind the delay waits the rest: the drift fold holds (before: a longer stretch at the start)."""
+    folded, fc, full, uc = _runs(61)
+    drift = fc.folding.drift
+    assert max(r.head for r in fc.plan.layer_runs) == 4 and len(drift.delays) == 3
+    early = []
+    for delay in drift.delays:
+        f = delay.point
+        for wafer in drift.world_wafers(delay.world):
+            marks = fc.folding.wafer_marks[wafer.name]
+            if marks[f.c][0] - marks[f.b][0] > delay.block * 1.01:  # the second compared block already waited
+                early.append(wafer.name)
+                assert drift.ran_out[(wafer.name, f.c)] == "stream"
+    assert early == ["wafer.49"]
+    assert fc.events < uc.events / 4
+    assert _same_numbers(folded, full) == {}
+
+
+def test_chunks_that_cross_before_the_lead_is_measured_are_held_until_it_is() -> None:
+    """96 wafers (48 of 8 samples, 48 of 7): the drifting subtree under a first-level node gets the fold point's
+    first chunks before its wafers have started their compared blocks.  They are held until the lead is measured,
+    then go in as late as the delay says (before: the check refused the fold, and the slot simulated every block)."""
+    over = {**PINNED, "hardware.wafers": 96, "training.steps": 1}
+    folded, fc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over),
+                                   record=False)
+    full, uc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides={
+        **over, "simulation.fold_micro_batches": False}), record=False, fold_layers=False)
+    drift = fc.folding.drift
+    assert drift.early > 0 and len(drift.delays) == 2 and not fc.plan.blocks_unfolded_in
+    assert fc.events < uc.events / 3
+    assert _same_numbers(folded, full) == {}
+
+
+def test_a_refused_run_out_in_the_forward_passes_settles_with_a_longer_stretch(monkeypatch) -> None:
+    """Where a run-out is refused in the forward passes (here: every one, by a check made to refuse), the ladder
+    simulates a longer stretch at the start, past which the smaller shards keep the largest's step and an ordinary
+    fold holds: the same answers, with more blocks simulated."""
+    from wss.model.folding import drift as drift_module
+
+    def refuse(wafer, delay, free, block, extra):
+        f = delay.point
+        raise LayerFoldMismatch("refused", f.direction, f.micro_batch, step=f.step, settles=f.direction == "forward")
+
+    monkeypatch.setattr(drift_module, "waited_for", refuse)
+    over = {**PINNED, "hardware.wafers": 64, "training.steps": 1}
+    folded, fc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over),
+                                   record=False)
+    _, _, full, _ = _runs(64)
+    assert max(r.head for r in fc.plan.layer_runs) > 4 and not fc.plan.blocks_unfolded_in
+    assert fc.folding.drift.delays == [] and fc.folding.layers is not None
+    assert _same_numbers(folded, full) == {}
+
+
+def _drifter(spans: list[tuple[float, float, str, int]]) -> SimpleNamespace:
+    return SimpleNamespace(name="wafer.9", timeline=spans)
+
+
+#: A drifting wafer's marks at a fold point (passes a=10, b=20, c=30, the blocks after it 40 and 50): free blocks of
+#: 1 s of compute, a pacing block of 1.5 s; the block behind the delay waits 1.2 s for the stream.
+_POINT = FoldPoint(step=0, micro_batch=0, direction="forward", a=10, b=20, c=30, copies=4)
+_DELAY = Delay(_POINT, 1, seconds=4 * 0.5, block=1.0)
+
+
+def _timeline(driven_wait: float = 0.5, other: str = "stream") -> tuple[list, dict]:
+    spans = [(0.0, 1.0, "compute", 10), (1.0, 2.0, "compute", 20), (2.0, 3.0, "compute", 30),
+             (3.0, 4.2, "stream", 30), (4.2, 5.2, "compute", 40), (5.2, 5.2 + driven_wait, other, 40)]
+    marks = {10: (0.0, 0, 0.0), 20: (1.0, 1, 1.0), 30: (2.0, 2, 2.0), 40: (4.2, 4, 3.0),
+             50: (5.2 + driven_wait, 6, 4.0)}
+    return spans, marks
+
+
+def test_a_run_out_is_one_cause_of_waiting_alone() -> None:
+    spans, _ = _timeline()
+    wafer = _drifter(spans)
+    assert waited_for(wafer, _DELAY, (0, 1), (2, 4), 1.2) == "stream"
+    with pytest.raises(LayerFoldMismatch, match="waited longer in stream") as refused:
+        waited_for(wafer, _DELAY, (0, 1), (2, 4), 1.0)  # its wait is not the extra time
+    assert refused.value.settles  # forward: the ladder may try a longer stretch
+    wafer.timeline[3] = (3.0, 3.6, "stream", 30)
+    wafer.timeline.insert(4, (3.6, 4.2, "input", 30))
+    with pytest.raises(LayerFoldMismatch, match="input, stream"):
+        waited_for(wafer, _DELAY, (0, 1), (2, 5), 1.2)  # two causes grew
+    with pytest.raises(LayerFoldMismatch, match="nothing"):
+        waited_for(wafer, _DELAY, (0, 1), (1, 2), 0.0)  # nothing ran out
+
+
+@pytest.mark.parametrize(("driven_wait", "other", "holds"), [
+    (0.5, "stream", True),  # a pacing block: the free block and P - its block more of the stream
+    (0.4, "stream", False),  # shorter than the pacing period: the wafer is still gaining
+    (0.5, "input", False),  # as long, but waiting for something else
+])
+def test_a_run_out_must_be_followed_by_a_block_in_the_pacing_worlds_step(driven_wait, other, holds) -> None:
+    spans, marks = _timeline(driven_wait, other)
+    wafer = _drifter(spans)
+    drift = DriftWorld([wafer], {id(wafer): 1}, [], [], [], lags=[0.0, 0.0])
+    drift.delays.append(_DELAY)
+    drift.ran_out[(wafer.name, _POINT.c)] = "stream"
+    if holds:
+        drift.check_after({wafer.name: marks})
+    else:
+        with pytest.raises(LayerFoldMismatch, match="its lead ran out over the copies"):
+            drift.check_after({wafer.name: marks})
 
 
 def test_a_cluster_of_even_shards_has_no_drifting_world() -> None:
@@ -111,17 +223,3 @@ def test_the_pacing_world_check_leaves_the_drifting_worlds_parts_out() -> None:
     # The pacing world's clock lags by its pauses; the drifting worlds, each as far ahead as the furthest, ran on.
     assert drift.lags[0] == pytest.approx(forward.seconds + backward.seconds, rel=1e-12)
     assert all(lag == 0.0 for lag in drift.lags[1:])
-
-
-def test_a_lead_that_runs_out_early_folds_past_it_with_a_longer_stretch() -> None:
-    """64 wafers (16 of 12 samples, 48 of 11): a smaller shard's lead runs out within a few forward blocks.  The drift
-    fold is refused (its first block behind the delay waits), but past a longer stretch at the start the smaller
-    shards are back in step with the largest: an ordinary fold holds there, in both directions, with every number of
-    the Result equal to every block simulated."""
-    folded, fc, full, uc = _runs(64)
-    assert fc.plan.uneven_slots == {0} and not fc.plan.blocks_unfolded_in
-    assert max(r.head for r in fc.plan.layer_runs) > 4  # the longer stretch at the start
-    assert fc.folding.drift is not None and fc.folding.drift.delays == []
-    assert {f.point.direction for f in fc.folding.layers.folds} == {"forward", "backward"}
-    assert fc.events < uc.events / 2
-    assert _same_numbers(folded, full) == {}

@@ -26,17 +26,24 @@ has it:
   measures stays on its own axis.  From then on the worlds meet on one axis again; a chunk that crosses between
   them has its time (``ready_at``) moved by its world's lag for its pass.
 
+Where a drifting wafer's buffers run dry within the copies, its lead stops growing and from then on it keeps the
+pacing world's step.  The simulation gives it the whole delay at once: in its first block behind the delay it
+waits, in one go, for what the lead could not carry, and ends that block where the real run has it
+(:func:`waited_for`); its copies (free blocks) and that wait add up to what its blocks took.
+
 Checked, not assumed (any failure raises :class:`~wss.model.folding.layer_fold.LayerFoldMismatch`, and the ladder
 folds less, with the same answers):
 
-* the representative and a drifting world's wafers started the first compared block before the first chunk past
-  the fold point reached the world (the delay is measured on that block: the pacing period less the world's
-  block, times the copies), or else the world does not drift there;
-* every drifting wafer's two compared blocks take that block and split alike by cause; a world's wafers drift
-  alike; the pacing world's blocks repeat as any fold's (the drifting worlds' parts checked on their own axis);
-* each drifting wafer's first block behind the delay repeats its compared blocks: its slack shrinks by ``δ`` a
-  block, so that block had less than any copy had, and had it waited, a copy would have (``settles`` where the
-  lead runs out early, in the forward passes: a longer stretch before the fold may see the wafers back in step);
+* the delay is measured on the first compared block of the representative and of the world's wafers (the pacing
+  period less the world's block, times the copies); chunks past the fold point that reach the world before that
+  block is done are held until it is, and the fold is refused where they were held longer than their delay;
+* every drifting wafer's compared blocks take that block and split alike by cause, or its second one waits longer
+  for one cause alone (its lead ran out there); a world's wafers drift alike; the pacing world's blocks repeat as
+  any fold's (the drifting worlds' parts checked on their own axis);
+* each drifting wafer's first block behind the delay repeats its free block, or waits longer for one cause alone
+  (its lead ran out), and then the block after keeps the pacing world's step, waiting the free block's causes and
+  ``P - δ`` more of that one (``settles`` where a forward run-out is refused: a longer stretch before the fold may
+  see the wafers back in step);
 * a delayed chunk that finds its inbox full goes in no later than the rest of its broadcast went into theirs (the
   broadcast would have waited for it); a gradient that crosses off its pass's axis does not complete its reduction
   before the pause, and is let go without anything waiting behind it where the drifting world hears that late.
@@ -64,7 +71,7 @@ if TYPE_CHECKING:
     from wss.model.components.wafer import Wafer
     from wss.model.sim.unfolded import UnfoldedCluster
 
-__all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_clock"]
+__all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_clock", "waited_for"]
 
 
 def _world_now(env: Any) -> float:
@@ -93,6 +100,18 @@ class Delay:
 
 
 @dataclass
+class _Pending:
+    """A fold point of one drifting world whose delay is not known yet: a chunk past it crossed before the
+    representative and the world's wafers had started its second compared block."""
+
+    point: FoldPoint
+    #: succeeds once it is measured (made where a chunk is held for it)
+    measured: simpy.Event | None = None
+    #: whether the chunks that crossed before went in undelayed (the world did not drift in the block before)
+    let_in: bool | None = None
+
+
+@dataclass
 class DriftWorld:
     """The drifting worlds of an unfolded run (numbered from 1; 0 is the pacing world), the fold points they may
     drift at and the delays they were given.
@@ -113,6 +132,9 @@ class DriftWorld:
     delays: list[Delay] = field(default_factory=list)
     #: each drifting wafer's block at each fold point it drifted at, by wafer name and the point's pass ``c``
     periods: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: the drifting wafers whose lead ran out over the copies of a fold point (by name and its pass ``c``), and
+    #: the cause they waited for in their first block behind its delay (:func:`waited_for`)
+    ran_out: dict[tuple[str, int], str] = field(default_factory=dict)
     #: each world's clock lag behind simulated time (its pauses so far), by world
     lags: list[float] = field(default_factory=list)
     #: the broadcasts into the drifting worlds' top links, and each top link's (by id) index among them
@@ -128,7 +150,11 @@ class DriftWorld:
     #: (fold point pass ``c``, world) -> its delay line (None: that world does not drift there); those whose
     #: chunks crossed before their compared blocks could be measured
     _decided: dict[tuple[int, int], Delay | None] = field(default_factory=dict)
-    _unmeasured: set[tuple[int, int]] = field(default_factory=set)
+    #: (fold point, world) -> the fold point and what its held chunks wait for, where a chunk past the fold point
+    #: reached the world before its compared blocks could be measured (:meth:`_measure`)
+    _pending: dict[tuple[int, int], _Pending] = field(default_factory=dict)
+    #: how many chunks were held so (:meth:`_Line.held`)
+    early: int = 0
     #: (broadcast id, pass, chunk) -> when its children outside the drifting worlds had all taken the chunk
     _taken: dict[tuple[int, int, int], float] = field(default_factory=dict)
     #: fold point pass ``c`` -> the top links (by id) that have not yet had a chunk from it: the pause waits for them
@@ -200,10 +226,11 @@ class DriftWorld:
             return None
         return lambda name: self.ignores(name, drifting)
 
-    def blocks_after(self, f: FoldPoint) -> tuple[int, int]:
-        """The first passes of the block a fold point's copies end before (the first behind its delay line) and of
-        the block after it: the drifting wafers mark both (:meth:`at_mark`)."""
-        return f.c, 2 * f.c - f.b
+    def blocks_after(self, f: FoldPoint) -> tuple[int, int, int, int]:
+        """The first passes of the block before a fold point's compared ones (:meth:`_drifted_before`), of the
+        block its copies end before (the first behind its delay line) and of the two blocks after it: the wafers
+        mark them (:meth:`at_mark`, :meth:`check_after`)."""
+        return 2 * f.a - f.b, f.c, 2 * f.c - f.b, 3 * f.c - 2 * f.b
 
     def lag(self, pass_index: int, world: int) -> float:
         """How far ahead of the simulation world ``world`` is for a chunk of ``pass_index``: its delays at the fold
@@ -213,13 +240,14 @@ class DriftWorld:
     # -- the crossings ------------------------------------------------------------------------------------------
 
     def install(self, env: simpy.Environment, points: Sequence[FoldPoint],
-                marks: dict[str, dict[int, tuple[float, int, float]]], rep: str) -> None:
+                marks: dict[str, dict[int, tuple[float, int, float]]], rep: str, uneven: Container[int]) -> None:
         """Put the crossings in place, before the run starts: at the inbox of each link at the top of a drifting
         subtree (a broadcast's chunks come in) and at the inlet of each reduction a drifting world sends into
-        (its gradients go out); the fold ``points`` the worlds may drift at, measured on the wafers' ``marks``
-        (the probe's, by wafer name) and the representative wafer's (named ``rep``)."""
+        (its gradients go out); the fold ``points`` the worlds may drift at (those in the micro-batches ``uneven``,
+        whose sizes differ between wafers: in the others every wafer's blocks are checked as in any fold), measured
+        on the wafers' ``marks`` (the probe's, by wafer name) and the representative wafer's (named ``rep``)."""
         self._env, self._marks, self._rep = env, marks, rep
-        ordered = sorted(points, key=lambda f: f.c)
+        ordered = sorted((f for f in points if f.micro_batch in uneven), key=lambda f: f.c)
         self._points = {k: list(ordered) for k in self.worlds}
         for fanout in self.fanouts:
             fanout.put = self._broadcast(fanout, fanout.put)
@@ -268,6 +296,13 @@ class DriftWorld:
 
         def crossing_put(item: Chunk) -> simpy.Event:
             self._decide(item.pass_index, world, link)
+            measured = self.pending(item.pass_index, world)
+            if measured is not None:  # hold it until its delay is known
+                self.early += 1
+                env.process(self.lines[world].held(put, item, measured, fanout))
+                done = env.event()
+                done.succeed()
+                return done
             lag, ahead = self.lag(item.pass_index, world), self.ahead(world)
             item.ready_at += lag
             delay = lag - ahead
@@ -285,34 +320,81 @@ class DriftWorld:
 
     def _decide(self, pass_index: int, world: int, link: Link) -> None:
         """Before a chunk of ``pass_index`` enters drifting world ``world`` at ``link``: decide every fold point it
-        is past for that world (its delay), and pause the pacing world once it may (:meth:`_try_pause`)."""
+        is past for that world (its delay), or leave it pending until its blocks can be measured, and pause the
+        pacing world once it may (:meth:`_try_pause`)."""
         points = self._points[world]
         while points and pass_index >= points[0].c:
             f = points.pop(0)
-            key = (f.c, world)
             self._waiting.setdefault(f.c, {id(top) for top in self.tops_down})
-            rep, wafers = self._marks.get(self._rep, {}), self.world_wafers(world)
-            if f.b not in rep or not all(f.b in self._marks.get(w.name, {}) for w in wafers):
-                # Too early to measure a lead: its chunks cross as they are, which holds only where the world turns
-                # out not to drift there (checked at the fold point, :meth:`at_fold`).
-                self._decided[key] = None
-                self._unmeasured.add(key)
-                continue
-            period = rep[f.b][0] - rep[f.a][0]
-            blocks = [self._marks[w.name][f.b][0] - self._marks[w.name][f.a][0] for w in wafers]
-            if all(close(b, period) for b in blocks):
-                self._decided[key] = None
-                continue
-            if not all(close(b, blocks[0]) for b in blocks) or blocks[0] >= period:
-                raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: the smaller shards' blocks took {blocks!r} s, "
-                                        f"the pacing world's {period!r} s", f.direction, f.micro_batch, step=f.step)
-            delay = Delay(f, world, f.copies * (period - blocks[0]), blocks[0])
-            self._decided[key] = delay
-            self.delays.append(delay)
+            self._pending[(f.c, world)] = _Pending(f)
+            self._measure()
         for c, waiting in self._waiting.items():
             if pass_index >= c:
                 waiting.discard(id(link))
         self._try_pause()
+
+    def _measure(self) -> None:
+        """Decide each pending fold point whose compared blocks the representative and the world's wafers have all
+        started: the world's delay there (none where its wafers' block is the pacing world's), measured on the
+        first of them.  Called as a chunk past a fold point crosses and as wafers mark blocks."""
+        for key, pending in list(self._pending.items()):
+            f, world = pending.point, key[1]
+            rep, wafers = self._marks.get(self._rep, {}), self.world_wafers(world)
+            if f.b not in rep or not all(f.b in self._marks.get(w.name, {}) for w in wafers):
+                continue
+            del self._pending[key]
+            period = rep[f.b][0] - rep[f.a][0]
+            blocks = [self._marks[w.name][f.b][0] - self._marks[w.name][f.a][0] for w in wafers]
+            if all(close(b, period) for b in blocks):
+                self._decided[key] = None
+            elif not all(close(b, blocks[0]) for b in blocks) or blocks[0] >= period:
+                raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: the smaller shards' blocks took {blocks!r} s, "
+                                        f"the pacing world's {period!r} s", f.direction, f.micro_batch, step=f.step)
+            elif pending.let_in:
+                raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: its chunks went into drifting wafers before "
+                                        "their lead could be measured, and they drift there", f.direction,
+                                        f.micro_batch, step=f.step)
+            else:
+                delay = Delay(f, world, f.copies * (period - blocks[0]), blocks[0])
+                self._decided[key] = delay
+                self.delays.append(delay)
+            if pending.measured is not None:
+                pending.measured.succeed()
+
+    def marked(self) -> None:
+        """As any simulated wafer starts a marked pass: decide the fold points it lets be measured, and pause once
+        that may be due."""
+        if self._pending:
+            self._measure()
+            self._try_pause()
+
+    def pending(self, pass_index: int, world: int) -> simpy.Event | None:
+        """What a chunk of ``pass_index`` crossing into ``world`` before its fold point's delay is known must wait
+        for: the measuring, where the world's wafers drifted in the block before the compared ones (else the
+        chunk goes in now, as where the world does not drift, and the measuring checks that it does not);
+        None where it may go in now."""
+        for (c, k), pending in self._pending.items():
+            if k == world and pass_index >= c:
+                if pending.let_in is None:
+                    pending.let_in = not self._drifted_before(pending.point, world)
+                if pending.let_in:
+                    return None
+                if pending.measured is None:
+                    assert self._env is not None
+                    pending.measured = self._env.event()
+                return pending.measured
+        return None
+
+    def _drifted_before(self, f: FoldPoint, world: int) -> bool:
+        """Did the world's wafers take less time than the representative over the block before fold point ``f``'s
+        compared ones (false where that is not known yet)?"""
+        z = 2 * f.a - f.b
+        rep = self._marks.get(self._rep, {})
+        owns = [self._marks.get(w.name, {}) for w in self.world_wafers(world)]
+        if not all(z in m and f.a in m for m in (rep, *owns)):
+            return False
+        period = rep[f.a][0] - rep[z][0]
+        return any(not close(m[f.a][0] - m[z][0], period) for m in owns)
 
     def _try_pause(self) -> None:
         """Pause for each fold point in order, once the pacing world no longer does anything of a pass before it
@@ -322,7 +404,8 @@ class DriftWorld:
         delay, each drifting world for the rest of it (:meth:`_move`)."""
         while self._waiting:
             c = min(self._waiting)
-            if self._waiting[c] or any(n for p, n in self._held.items() if p < c) or \
+            if self._waiting[c] or any(k[0] == c for k in self._pending) or \
+                    any(n for p, n in self._held.items() if p < c) or \
                     any(n for p, n in self._upcoming.items() if p < c) or \
                     not all(c in self._marks.get(w.name, {}) for w in self.wafers):
                 return
@@ -363,13 +446,6 @@ class DriftWorld:
         drifting = []
         for k in self.worlds:
             delay = self._decided.get((f.c, k))
-            if (f.c, k) in self._unmeasured:
-                for w in self.world_wafers(k):
-                    own = self._marks.get(w.name, {})
-                    if f.b in own and not close(own[f.b][0] - own[f.a][0], period):
-                        raise LayerFoldMismatch(f"pass {f.c}, {f.direction}: its chunks reached drifting wafers "
-                                                "before the lead could be measured, and they drift there",
-                                                f.direction, f.micro_batch, step=f.step)
             if delay is None:
                 continue
             if not close(f.copies * (period - delay.block), delay.seconds):
@@ -382,40 +458,68 @@ class DriftWorld:
                     raise LayerFoldMismatch(f"{where}: not ahead of the pacing world at its fold point", f.direction,
                                             f.micro_batch, step=f.step)
                 (ta, la, _), (tb, lb, _), (tc, lc, _) = own[f.a], own[f.b], own[f.c]
-                if not (close(tb - ta, delay.block) and close(tc - tb, delay.block)):
+                if not close(tb - ta, delay.block) or tc - tb < delay.block * (1 - REL_TOL):
                     raise LayerFoldMismatch(f"{where}: blocks took {tb - ta!r} s and {tc - tb!r} s, not "
                                             f"{delay.block!r} s", f.direction, f.micro_batch, step=f.step,
                                             settles=tc - tb > tb - ta)
-                self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
-                self.periods[(w.name, f.c)] = tc - tb
+                if close(tc - tb, delay.block):
+                    self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
+                else:  # its lead ran out in the second compared block already: it waits behind the delay too
+                    self.ran_out[(w.name, f.c)] = waited_for(w, delay, (la, lb), (lb, lc), (tc - tb) - delay.block)
+                self.periods[(w.name, f.c)] = delay.block
                 drifting.append(w.name)
         return drifting
 
     def at_mark(self, wafer: Wafer, pass_index: int, marks: dict[int, tuple[float, int, float]]) -> None:
         """As a drifting wafer starts a pass: where it ends its first block behind a delay line, that block must
-        repeat its compared blocks (see the module); where it starts a fold point's last pass, a pause may be due."""
+        repeat its first compared block, or else be where its lead ran out (:func:`waited_for`); where it starts a
+        fold point's last pass, a pause may be due."""
         self._try_pause()
         world = self.members[id(wafer)]
         for delay in self.delays:
             f = delay.point
             if delay.world == world and pass_index == 2 * f.c - f.b and f.c in marks:
-                (tb, lb, _), (tc, lc, _), (td, ld, _) = marks[f.b], marks[f.c], marks[pass_index]
-                if not close(td - tc, tc - tb):
-                    raise LayerFoldMismatch(f"{wafer.name}: its block behind the delay at pass {f.c} took "
-                                            f"{td - tc!r} s, its compared blocks {tc - tb!r} s (its lead ran out "
-                                            "over the copies)", f.direction, f.micro_batch, step=f.step,
-                                            settles=f.direction == "forward" and td - tc > tc - tb)
-                self._same_causes(wafer, (lb, lc), (lc, ld), f, "in its block behind the delay")
+                (_, la, _), (_, lb, _), (tc, lc, _), (td, ld, _) = marks[f.a], marks[f.b], marks[f.c], \
+                    marks[pass_index]
+                key, extra = (wafer.name, f.c), (td - tc) - delay.block
+                if key not in self.ran_out and close(td - tc, delay.block):
+                    self._same_causes(wafer, (la, lb), (lc, ld), f, "in its block behind the delay")
+                    continue
+                cause = waited_for(wafer, delay, (la, lb), (lc, ld), extra)
+                if self.ran_out.setdefault(key, cause) != cause:
+                    raise LayerFoldMismatch(f"{wafer.name}: its lead ran out at pass {f.c} waiting for "
+                                            f"{self.ran_out[key]}, but it waited behind the delay for {cause}",
+                                            f.direction, f.micro_batch, step=f.step)
 
     def check_after(self, marks: dict[str, dict[int, tuple[float, int, float]]]) -> None:
         """After the run: every drifting wafer ended its block behind each of its world's delay lines (checked as
-        it did, :meth:`at_mark`)."""
+        it did, :meth:`at_mark`); where its lead ran out over the copies, its next block kept the pacing world's
+        step (the pacing period), waiting that much longer than a compared block in the cause it waited for
+        behind the delay, and in nothing else."""
         for delay in self.delays:
             f = delay.point
             for w in self.world_wafers(delay.world):
-                if 2 * f.c - f.b not in marks.get(w.name, {}):
+                own = marks.get(w.name, {})
+                if 2 * f.c - f.b not in own:
                     raise LayerFoldMismatch(f"{w.name}: no whole block behind the delay at pass {f.c}", f.direction,
                                             f.micro_batch, step=f.step)
+                cause = self.ran_out.get((w.name, f.c))
+                if cause is None:
+                    continue
+                p2, p3 = 2 * f.c - f.b, 3 * f.c - 2 * f.b
+                period = delay.block + delay.seconds / f.copies
+                if p3 not in own or not close(own[p3][0] - own[p2][0], period):
+                    raise LayerFoldMismatch(f"{w.name}: its lead ran out over the copies at pass {f.c}, and its "
+                                            "next block did not keep the pacing world's step", f.direction,
+                                            f.micro_batch, step=f.step)
+                a = seconds_by_cause(w.timeline[own[f.a][1]:own[f.b][1]])
+                b = seconds_by_cause(w.timeline[own[p2][1]:own[p3][1]])
+                a[cause] = a.get(cause, 0.0) + period - delay.block
+                for c in a.keys() | b.keys():
+                    if abs(a.get(c, 0.0) - b.get(c, 0.0)) > REL_TOL * period:
+                        raise LayerFoldMismatch(f"{w.name}: its lead ran out over the copies at pass {f.c}, and its "
+                                                f"next block spent {b.get(c, 0.0)!r} s on {c}, not {a.get(c, 0.0)!r}",
+                                                f.direction, f.micro_batch, step=f.step)
 
     def _same_causes(self, w: Wafer, first: tuple[int, int], second: tuple[int, int], f: FoldPoint,
                      where: str) -> None:
@@ -431,9 +535,9 @@ class DriftWorld:
     def wafer_fold(self, wafer: Wafer, fold: LayerFold, marks: dict[int, tuple[float, int, float]]) -> LayerFold:
         """A drifting wafer's copies at fold point ``fold``: its own block (period, spans from its own marks)."""
         f = fold.point
-        (tb, lb, cb), (tc, lc, cc) = marks[f.b], marks[f.c]
-        spans = tuple((a - tb, b - tb, cause) for a, b, cause, _ in wafer.timeline[lb:lc])
-        return LayerFold(f, tc, tc - tb, {f"{wafer.name}.compute": cc - cb}, spans)
+        (ta, la, ca), (tb, lb, cb), (tc, _, _) = marks[f.a], marks[f.b], marks[f.c]
+        spans = tuple((a - ta, b - ta, cause) for a, b, cause, _ in wafer.timeline[la:lb])
+        return LayerFold(f, tc, tb - ta, {f"{wafer.name}.compute": cb - ca}, spans)
 
     def link_deltas(self, fold: LayerFold) -> dict[str, float]:
         """The drifting worlds' links' busy seconds and bytes in one copy: what they moved for the copied block's
@@ -473,6 +577,25 @@ class _Line:
             raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} went into drifting wafers' full inbox "
                                     f"{late:.3g} s after the rest of its broadcast (the broadcast would have waited "
                                     "for them)", "")
+
+    def held(self, put: Callable[[Chunk], simpy.Event], item: Chunk, measured: simpy.Event,
+             fanout: Any) -> Generator[simpy.Event, Any, None]:
+        """Process: a chunk that reached the world before its fold point's delay could be measured waits for the
+        measuring, then for the rest of its delay (:meth:`delayed`).  Where it waited longer than that already (its
+        world does not drift there, or drifts less than the wait) the fold is refused."""
+        drift = self.drift
+        env = drift._env
+        assert env is not None
+        t0 = env._now
+        yield measured
+        delay = drift.lag(item.pass_index, self.world) - drift.ahead(self.world)
+        rest = delay - (env._now - t0)
+        if rest < -REL_TOL * max(delay, env._now - t0):
+            raise LayerFoldMismatch(f"a chunk of pass {item.pass_index} reached drifting wafers {env._now - t0:.3g} s "
+                                    f"before its fold point's lead could be measured, longer than its delay "
+                                    f"({delay:.3g} s)", "")
+        item.ready_at += drift.lag(item.pass_index, self.world)
+        yield from self.delayed(put, item, max(rest, 0.0), fanout)
 
     def heard(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, Any, None]:
         """Process: succeed ``event`` after ``delay``."""
@@ -548,6 +671,31 @@ def _put_later(out: _Outgoing, item: Chunk, delay: float, heard: simpy.Event) ->
     assert env is not None
     yield env.timeout(delay)
     out._put(item, heard)
+
+
+def waited_for(wafer: Wafer, delay: Delay, free: tuple[int, int], block: tuple[int, int], extra: float) -> str:
+    """The cause a drifting wafer waited for in ``block`` (timeline positions), ``extra`` seconds longer than its
+    ``free`` one (its first compared block, the delay's): its lead ran out.
+
+    In the real run the wafer gained ``δ`` a block until its buffers ran dry, then kept the pacing world's
+    step, each block waiting ``P - δ`` longer than a free one.  The simulation gives it the whole delay at once:
+    in its first block behind the delay it waits, in one go, what the lead could not carry, and it ends that
+    block where the real run has it, keeping step with the same chunk of the pacing world (every earlier wait
+    was for a chunk a whole number of pacing periods before, and they come ``P`` apart, longer than its own
+    block); its copies (free blocks) and this block's wait add up to what its blocks took.  Allowed where the
+    extra time is one cause alone and the block after it is a pacing block (:meth:`DriftWorld.check_after`); else the
+    ladder folds less (``settles`` in the forward passes: a longer stretch may see the wafers back in step)."""
+    f = delay.point
+    a = seconds_by_cause(wafer.timeline[free[0]:free[1]])
+    b = seconds_by_cause(wafer.timeline[block[0]:block[1]])
+    scale = max(sum(b.values()), 1e-300)
+    grew = sorted(c for c in a.keys() | b.keys() if abs(b.get(c, 0.0) - a.get(c, 0.0)) > REL_TOL * scale)
+    if extra > 0 and len(grew) == 1 and close(b.get(grew[0], 0.0) - a.get(grew[0], 0.0), extra):
+        return grew[0]
+    raise LayerFoldMismatch(f"{wafer.name}: a block at pass {f.c} took {delay.block + extra!r} s, its first "
+                            f"compared block {delay.block!r} s (its lead ran out over the copies, and it waited "
+                            f"longer in {', '.join(grew) or 'nothing'})", f.direction, f.micro_batch,
+                            step=f.step, settles=f.direction == "forward" and extra > 0)
 
 
 def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) -> list[int]:

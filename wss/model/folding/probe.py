@@ -103,7 +103,7 @@ class FoldProbe:
             marked = frozenset(i for f in self.layer_points for i in (f.a, f.b, f.c))
             if drift is not None:
                 marked |= {i for f in self.layer_points for i in drift.blocks_after(f)}
-                drift.install(env, self.layer_points, self.wafer_marks, rep.name)
+                drift.install(env, self.layer_points, self.wafer_marks, rep.name, plan.uneven_slots)
         starts = bool(plan.fold_copies or plan.step_fold_copies)
 
         def snapshot() -> Snapshot:
@@ -119,6 +119,8 @@ class FoldProbe:
 
         def at_block(wafer: Wafer, marks: WaferMarks, p: Pass) -> None:
             marks[p.index] = (env.now, len(wafer.timeline), wafer.compute_s)
+            if drift is not None:
+                drift.marked()
             if id(wafer) in drifting:
                 assert drift is not None
                 drift.at_mark(wafer, p.index, marks)

@@ -80,16 +80,18 @@ def check_work(s: Scenario, p: Plan | None = None) -> None:
 class RunWork:
     """What a run will simulate, as estimated before it starts.
 
-    ``chunk_passes`` counts the plan as it runs, every simulated wafer's.  With uneven shards, blocks may fail their
-    fold check in the micro-batches whose sizes differ between wafers (those drift apart from block to block),
-    and the run then simulates every block of those micro-batches: the count is of that run, the most it may
-    simulate (the failed attempt stops at its first failed check).
+    ``chunk_passes`` counts the plan as it runs, every simulated wafer's.  With uneven shards, a wafer with fewer
+    samples drifts ahead of the largest from block to block in the micro-batches whose sizes differ between wafers;
+    a drift fold (:mod:`wss.model.folding.drift`) stands for those blocks where its checks hold, and the count is of
+    that run.  Where its checks may refuse, the run simulates every block of those micro-batches:
+    ``most_chunk_passes`` counts that run (the failed attempt stops at its first failed check); where no drift fold
+    is tried (faults that set wafers apart, a recorded run), ``chunk_passes`` already does.
     """
 
     chunk_passes: int
     wafers: int  # simulated apart (1 when folded)
     reason: str  # why the wafers are folded or not, in words
-    uneven_in_full: bool = False  # the count has every block of the uneven slots, which a drift fold may spare
+    most_chunk_passes: int | None = None  # every block of the uneven slots, where a drift fold may be refused
 
     @property
     def events(self) -> int:
@@ -100,15 +102,22 @@ class RunWork:
         return self.events / EVENTS_PER_SECOND
 
 
-def run_work(s: Scenario, p: Plan | None = None) -> RunWork:
-    """Estimate the run's work (see :class:`RunWork`) on the plan it runs, without simulating."""
+def run_work(s: Scenario, p: Plan | None = None, record: bool = False) -> RunWork:
+    """Estimate the run's work (see :class:`RunWork`) on the plan it runs, without simulating; ``record`` as the
+    run (a recorded run tries no drift fold)."""
     p = p if p is not None else folding_plan(s, None)
     folded, reason = fold_decision(s)
     wafers = 1 if folded else simulated_wafers(s)
-    uneven = bool(p.layer_runs and p.uneven_slots and not folded)
-    if uneven:  # the most it may simulate: every block of the uneven slots (the ladder)
-        p = replace(p, blocks_unfolded_in=p.uneven_slots)
-    return RunWork(sum(chunk_passes(p, build_program(p))) * wafers, wafers, reason, uneven)
+    passes = sum(chunk_passes(p, build_program(p))) * wafers
+    if not (p.layer_runs and p.uneven_slots and not folded):
+        return RunWork(passes, wafers, reason)
+    full = replace(p, blocks_unfolded_in=p.uneven_slots)
+    every_block = sum(chunk_passes(full, build_program(full))) * wafers
+    faults = s.faults
+    if record or faults.stragglers or faults.links or faults.jitter is not None or \
+            not s.hardware.activation_store.is_default:  # no drift fold is tried (drifting_wafers)
+        return RunWork(every_block, wafers, reason)
+    return RunWork(passes, wafers, reason, every_block)
 
 
 def _duration(seconds: float) -> str:
@@ -130,7 +139,9 @@ def long_run_note(s: Scenario, work: RunWork) -> str | None:
                "(the busiest stands for all; only the other wafers' own idle times are not simulated)")
     elif work.wafers > 1 and not s.faults.sets_wafers_apart:
         fix = "; simulation.fold_wafers: true folds the wafers (the busiest stands for all)"
-    most, spared = ("up to ", "; fewer where a drift fold stands for the blocks of the micro-batches whose sizes "
-                    "differ") if work.uneven_in_full else ("", "")
-    return (f"{s.name}: this run will take {most}about {_duration(work.seconds)} on one core ({most}about "
-            f"{work.events / 1e6:.2g} million events{spared}){why}{fix}")
+    most = ""
+    if work.most_chunk_passes is not None:
+        most = (f"; up to {work.most_chunk_passes * EVENTS_PER_CHUNK_PASS / 1e6:.2g} million where a drift fold's "
+                "checks refuse the blocks of the micro-batches whose sizes differ")
+    return (f"{s.name}: this run will take about {_duration(work.seconds)} on one core (about "
+            f"{work.events / 1e6:.2g} million events{most}){why}{fix}")
