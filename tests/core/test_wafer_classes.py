@@ -38,10 +38,15 @@ def test_identical_subtrees_are_stood_for_by_their_first_member():
     # A degraded edge sets its subtree apart, and inside it the wafers are alike again.
     slow = stand_ins((1, 4), 16, 4, [0] * 16, {"swarmx.l1.2": 0.5})
     assert slow == [[0, 0, 2, 0], [0, 0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 0, 0, 0, 0]]
-    # 5 wafers: node 0 has four wafers, node 1 one: different shapes are different classes.
-    assert stand_ins((1, 2), 5, 4, [0] * 5) == [[0, 1], [0, 0, 0, 0, 4]]
-    # Same kinds in another order are another subtree (order is kept: a conservative class); in the same
-    # order, the same subtree.
+    # 5 wafers: node 0 has four wafers, node 1 one; a node's alike children time as one, so both nodes are one
+    # class, and wafer 4 is stood for by wafer 0.
+    assert stand_ins((1, 2), 5, 4, [0] * 5) == [[0, 0], [0, 0, 0, 0, 0]]
+    # ... but not where node 1's one wafer differs from node 0's: [a, a, a, a] and [b] are two classes, while
+    # [a, b, b] and [a, b] are one.
+    assert stand_ins((1, 2), 5, 4, ["a"] * 4 + ["b"]) == [[0, 1], [0, 0, 0, 0, 4]]
+    assert stand_ins((1, 2), 7, 4, ["a", "b", "b", "b", "a", "b", "b"]) == [[0, 0], [0, 1, 1, 1, 0, 1, 1]]
+    # Same kinds in another order are another subtree (the order of first appearance is kept: a conservative
+    # class); in the same order, the same subtree.
     assert stand_ins((1, 2), 4, 2, ["a", "b", "b", "a"]) == [[0, 1], [0, 1, 2, 3]]
     assert stand_ins((1, 2), 4, 2, ["a", "b", "a", "b"]) == [[0, 0], [0, 1, 0, 1]]
 
@@ -119,6 +124,30 @@ def test_classes_on_a_shipped_model_with_uneven_shards_and_a_straggler():
             "faults.stragglers=[{wafer: 4, slowdown: 1.2}]"]
     classes, apart = _both_ways(path, over)
     assert _comparable(classes) == _comparable(apart)
+
+
+def test_a_subtree_of_one_wafer_is_stood_for_by_one_of_many_alike():
+    """Cerebras-GPT 13B on 25 wafers (20 of 29 samples, 5 of 28; fan-out 4, three levels): under the second
+    top-level edge, one second-level edge leads to wafers 20 to 23 and another to wafer 24 alone, all of 28
+    samples.  A node's alike children time as one, so wafer 24 is stood for by wafer 20, and the run simulates 3
+    wafers (4 before), with every number of the Result equal to every wafer apart, drift folds and all."""
+    import json
+
+    from core_helpers import result_numbers
+
+    over = {"hardware.wafers": 25, "training.steps": 1}
+    path = SCENARIOS / "cerebras_gpt_13b.yaml"
+    classes, cc = simulate_detailed(wss.load_scenario(path, overrides=over), record=False)
+    apart, ac = simulate_detailed(wss.load_scenario(path, overrides={**over, "simulation.wafer_classes": False}),
+                                  record=False)
+    assert cc.stand_in[24] == 20 and sum(1 for w, s in enumerate(cc.stand_in) if s == w) == 3
+    assert cc.folding.drift is not None and cc.folding.drift.delays
+    simulated = (".sim_events", ".cluster.", ".records[")
+    got, want = ({k: v for k, v in result_numbers(json.loads(r.to_json())).items() if not k.startswith(simulated)}
+                 for r in (classes, apart))
+    assert got.keys() == want.keys()
+    assert {k: (got[k], v) for k, v in want.items() if abs(got[k] - v) > 1e-9 * max(abs(v), 1e-12)} == {}
+    assert cc.events < ac.events / 4
 
 
 _TINY_GPT = {"name": "tiny-gpt", "input": "tokens", "seq_len": 64, "layers": [

@@ -139,15 +139,18 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
               factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
     """Each edge's stand-in, level by level (root first): the edge simulated in its place.
 
-    Two sibling edges are in one class when their subtrees are identical: the same bandwidth factors
-    and, level by level, the same number of children in the same order, down to wafers of equal
-    ``kinds``.  The first edge of a class stands for it; an edge inside a member's subtree is stood
-    for by the edge at the same place under the member's stand-in.  An edge that stands for itself is
+    Two sibling edges are in one class when their subtrees time alike: the same bandwidth factors and, level by
+    level, nodes whose children fall into the same classes in the same order of first appearance, down to wafers
+    of equal ``kinds``.  How many children of one class a node has does not matter: a node's broadcast waits for
+    room in each of them and its reduction for a sum from each, and alike children time alike (their stand-in's
+    inlet counts each member), so a node over one wafer and a node over four alike are one class.  The first edge
+    of a class stands for it; an edge inside a member's subtree is stood for by the first edge of its own class
+    under the member's stand-in.  An edge that stands for itself is
     simulated; ``stand_ins(...)[-1][w]`` is the wafer simulated in wafer ``w``'s place.  With every
     kind distinct, every edge stands for itself (one process per wafer and per edge).
 
     A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
-    wafer below it stand for nothing (``-1``) and carry nothing.
+    wafer below it stand for nothing (``-1``) and carry nothing, so they set no node apart either.
     """
     factor = factor or {}
     depth = len(nodes_per_level)
@@ -162,8 +165,9 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
                for c in range(widths[level - 1])]
         signatures[level - 1], alive[level - 1] = sig, live
         nodes = nodes_per_level[level - 1]
-        below = [ids.setdefault(("node", level, *sig[i * fan_out:(i + 1) * fan_out]), len(ids))
-                 for i in range(nodes)]
+        below = [ids.setdefault(("node", level, *dict.fromkeys(x for x, ok in zip(
+            sig[i * fan_out:(i + 1) * fan_out], live[i * fan_out:(i + 1) * fan_out]) if ok)), len(ids))
+            for i in range(nodes)]
         live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
     out: list[list[int]] = []
     parent: list[int] = [0]  # the root node stands for itself
@@ -178,8 +182,7 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
             if not alive[level - 1][c]:
                 row.append(-1)
                 continue
-            place = node * fan_out + c % fan_out  # the edge at the same place under it
-            row.append(first[(node, sig[place])])
+            row.append(first[(node, sig[c])])
         out.append(row)
         parent = row
     return out
