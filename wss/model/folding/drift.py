@@ -159,8 +159,11 @@ class DriftWorld:
     _taken: dict[tuple[int, int, int], float] = field(default_factory=dict)
     #: fold point pass ``c`` -> the top links (by id) that have not yet had a chunk from it: the pause waits for them
     _waiting: dict[int, set[int]] = field(default_factory=dict)
+    #: the drifting wafers' leaf edges going up (where their gradients enter the world's tree)
+    leaves_up: list[Link] = field(default_factory=list)
     #: pass -> the drifting worlds' gradient chunks of it waiting at a reduction of the pacing world, and those on
-    #: their way there in a top link going up
+    #: their way there from a drifting wafer (counted as each wafer's chunk enters its leaf edge; a chunk leaving a
+    #: world's top stands for one from each of its wafers)
     _held: dict[int, int] = field(default_factory=dict)
     _upcoming: dict[int, int] = field(default_factory=dict)
     _owns: dict[simpy.Process, int] = field(default_factory=dict)
@@ -257,10 +260,12 @@ class DriftWorld:
         for link in self.tops_up:
             assert link.out is not None
             link.out = _Outgoing(self, self.members[id(link)], link, link.out)
+        for link in self.leaves_up:
             link.inbox.put = self._going_up(link.inbox.put)  # type: ignore[method-assign,assignment]
 
     def _going_up(self, put: Callable[[Chunk], simpy.Event]) -> Callable[[Chunk], simpy.Event]:
-        """A top link going up: count the gradient chunks on their way to the pacing world's reduction, by pass."""
+        """A drifting wafer's leaf edge going up: count the gradient chunks on their way to the pacing world's
+        reduction, by pass (through the world's own tree, where the wafer's edge is not its top)."""
         upcoming = self._upcoming
 
         def counted_put(item: Chunk) -> simpy.Event:
@@ -621,7 +626,7 @@ class _Outgoing:
     def put(self, item: Chunk) -> simpy.Event:
         drift, env = self.drift, self.drift._env
         assert env is not None
-        drift._upcoming[item.pass_index] -= 1
+        drift._upcoming[item.pass_index] -= len(drift.world_wafers(self.world))  # one chunk from each
         drift._try_pause()
         lag, ahead = drift.lag(item.pass_index, self.world), drift.ahead(self.world)
         item.ready_at -= lag
@@ -785,7 +790,9 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
             if parts.store is not None:
                 names[parts.store.name] = owner
     views = {group.name for group in cluster.groups()}
-    drift = DriftWorld(wafers, members, links, tops_down, tops_up, views=views, lags=[0.0] * (len(tops) + 1),
+    leaves_up = [tree.leaf_up(int(w.name.rsplit(".", 1)[1])) for w in wafers]
+    drift = DriftWorld(wafers, members, links, tops_down, tops_up, leaves_up=leaves_up, views=views,
+                       lags=[0.0] * (len(tops) + 1),
                        fanouts=fanouts, _parent=parent, _names=names)
     drift.lines = [_Line(drift, k) for k in range(len(tops) + 1)]
     for line in drift.lines[1:]:
