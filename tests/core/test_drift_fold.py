@@ -199,11 +199,13 @@ def test_a_cluster_of_even_shards_has_no_drifting_world() -> None:
     assert all(link.tally is None for link in (*c.swarmx.down, *c.swarmx.up))
 
 
-def test_a_straggler_keeps_the_uneven_slot_simulated_in_full() -> None:
-    """A fault that sets a wafer apart besides the uneven shards leaves the slot to every block simulated."""
+def test_a_drifting_subtree_of_two_paces_keeps_the_slot_simulated_in_full() -> None:
+    """13 wafers with wafer 0 (56 samples) 1.05x slower: it paces the cluster, and the others drift ahead of it,
+    wafers 1 to 4 (56 samples) more slowly than those of 55, and one drifting subtree holds wafers of both paces:
+    one delay cannot stand for both, the drift fold is refused, and the slot simulates every block."""
     over = {**PINNED, "hardware.wafers": 13, "faults.stragglers": [{"wafer": 0, "slowdown": 1.05}]}
     _, c = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over), record=False)
-    assert c.folding.drift is None
+    assert c.folding.drift is None and c.plan.blocks_unfolded_in == {0}
 
 
 def test_the_pacing_world_check_leaves_the_drifting_worlds_parts_out() -> None:
@@ -254,3 +256,46 @@ def test_the_pause_waits_for_gradients_still_inside_a_drifting_worlds_tree(monke
         assert all(p >= c for p in passes)
     assert all(n == 0 for n in drift._upcoming.values()) and all(n == 0 for n in drift._held.values())
     assert fc.events < 200_000
+
+
+def test_a_recorded_run_drift_folds_and_places_each_worlds_spans_past_its_own_copies() -> None:
+    """Recorded for traces and plots, Cerebras-GPT 13B on 13 wafers drift-folds as the plain run does, with the same
+    result.json byte for byte.  Its drifting worlds' links recorded on their own axes; placed past their world's
+    own block copies, every span of a pass both runs simulate lies where the every-block recorded run has it (to
+    1e-9 of the step); placed past the pacing world's copies, they would be milliseconds off."""
+    from wss.model.folding.folded_spans import UnfoldedSpans
+
+    over = {**PINNED, "hardware.wafers": 13, "training.steps": 1}
+    path = SCENARIOS / "cerebras_gpt_13b.yaml"
+    recorded, rc = simulate_detailed(wss.load_scenario(path, overrides=over), record=True)
+    plain, _ = simulate_detailed(wss.load_scenario(path, overrides=over), record=False)
+    full, uc = simulate_detailed(wss.load_scenario(path, overrides={**over, "simulation.fold_micro_batches": False}),
+                                 record=True, fold_layers=False)
+    assert recorded.to_json() == plain.to_json()
+    drift = rc.folding.drift
+    assert drift.delays and set(drift.world_layers) == set(drift.worlds)
+
+    def by_pass(cluster, placed, spans):
+        out: dict[tuple, list[tuple[float, float]]] = {}
+        for a, b, p, _ in placed.pass_spans(spans):
+            q = cluster.program[p]
+            out.setdefault((q.step, q.micro_batch, q.op, q.phase), []).append((a, b))
+        return out
+
+    placed, every = UnfoldedSpans(rc), UnfoldedSpans(uc)
+    theirs = {link.name: link for link in uc.tree.links()}
+    own, naive, compared = 0.0, 0.0, 0
+    for link in rc.tree.links():
+        if not link.world:
+            continue
+        want = by_pass(uc, every, theirs[link.name].spans)
+        got = by_pass(rc, placed.in_world(drift.world_layers[link.world]), link.spans)
+        pacing = by_pass(rc, placed, link.spans)
+        for key, spans in got.items():
+            if key in want:
+                assert len(spans) == len(want[key])
+                for (a, b), (x, y), (c, d) in zip(spans, want[key], pacing[key]):
+                    own, naive = max(own, abs(a - x), abs(b - y)), max(naive, abs(c - x), abs(d - y))
+                    compared += 1
+    assert compared > 10_000
+    assert own <= 1e-9 * full.step_time_s < 1e-4 < naive

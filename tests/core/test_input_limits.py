@@ -313,28 +313,31 @@ def test_tiny_offload_chunks_are_refused_on_the_plan_the_run_would_simulate(caps
 
 
 def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_starts(monkeypatch):
-    """GPT-3 175B on 9 wafers: its uneven shards unfold the wafers.  Unrecorded, a drift fold stands for the blocks
-    of the micro-batch whose sizes differ: the estimate counts that run (a few seconds, not announced) and, apart,
-    the run its checks may fall back to (every block of that micro-batch).  Recorded for traces, no drift fold is
+    """GPT-3 175B on 9 wafers: its uneven shards unfold the wafers, and a drift fold stands for the blocks of the
+    micro-batch whose sizes differ: the estimate counts that run (a few seconds, not announced) and, apart, the run
+    its checks may fall back to (every block of that micro-batch).  With a half-rate edge too no drift fold is
     tried: the estimate counts every block, and the run is announced.  The shipped 192-wafer run is not."""
     from wss.model.folding import run_plan
     from wss.model.folding.run_plan import LONG_RUN_S, long_run_note, run_work
 
     nine = wss.load_scenario(GPT3, {"hardware.wafers": 9})
-    work, recorded = run_work(nine), run_work(nine, record=True)
-    assert work.wafers == recorded.wafers == 4
-    assert work.most_chunk_passes == recorded.chunk_passes > 2 * work.chunk_passes
-    assert work.seconds < LONG_RUN_S < recorded.seconds and recorded.most_chunk_passes is None
+    slow = wss.load_scenario(GPT3, {"hardware.wafers": 9,
+                                    "faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]})
+    work, every = run_work(nine), run_work(slow)
+    assert work.wafers == every.wafers == 4
+    assert work.most_chunk_passes is not None and work.most_chunk_passes > 2 * work.chunk_passes
+    assert work.seconds < LONG_RUN_S < every.seconds and every.most_chunk_passes is None
     assert long_run_note(nine, work) is None
-    note = long_run_note(nine, recorded)
+    note = long_run_note(slow, every)
     assert note is not None and note.startswith("gpt3-175b-192: this run will take about ")
-    assert "million events)" in note and "6 wafers of 171, 3 of 170" in note
-    assert "simulation.fold_wafers: true folds the wafers and gives the same step" in note
+    assert "million events)" in note and "the wafers are simulated apart" in note
     shipped = wss.load_scenario(GPT3)
     assert long_run_note(shipped, run_work(shipped)) is None
     monkeypatch.setattr(run_plan, "LONG_RUN_S", 0.0)
     note = long_run_note(nine, work)
     assert note is not None and "million events; up to 2.4 million where a drift fold's checks refuse" in note
+    assert "6 wafers of 171, 3 of 170" in note
+    assert "simulation.fold_wafers: true folds the wafers and gives the same step" in note
 
 
 def test_the_estimate_of_an_uneven_run_brackets_its_events():

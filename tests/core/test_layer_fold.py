@@ -368,17 +368,18 @@ _SLOW_EDGE = {"faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]
 
 
 @pytest.mark.parametrize(("overrides", "runs", "simulated"), [
-    (_STRAGGLER, (BlockRun(0, 95, settle=4, forward_lead=3),), (11, 8)),
+    (_STRAGGLER, (BlockRun(0, 95),), (8, 8)),
     (_SLOW_EDGE, (BlockRun(0, 95, settle=4, forward_lead=1),), (9, 8)),
     pytest.param({"faults.shards": [{"shard": 0, "dram_factor": 0.5}]}, (BlockRun(0, 95),), (8, 8), marks=_SLOW),
     ({"faults.nodes": [{"node": "swarmx.l4.n1"}]}, (BlockRun(0, 95),), (8, 8)),
 ], ids=["straggler", "slow-edge", "slow-shard", "node-down"])
 def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_simulated(overrides, runs, simulated):
-    """GPT-3 175B on 192 wafers (issue #23): a 1.1x straggler on wafer 17 and a half-rate edge under the root fold
-    where the ladder finds their blocks repeating (seven and five blocks at the start of the forward passes, four at
-    the end; there the other wafers' blocks settle later than the representative's, which 16 wafers do not show;
-    the backward passes, which settle within four, simulate four at each end and fold the rest, the blocks only the
-    forward passes needed too), a slow MemoryX shard folds as a uniform cluster does, and a node down leaves uneven
+    """GPT-3 175B on 192 wafers (issue #23): a 1.1x straggler on wafer 17 drift-folds with four blocks at each end
+    (the other wafers run ahead of it in the forward passes until their buffers run dry; before, the ladder found
+    seven at the start); a half-rate edge under the root folds where the ladder finds its blocks repeating (five
+    blocks at the start of the forward passes, four at the end; the backward passes, which settle within four,
+    simulate four at each end and fold the rest, the blocks only the forward passes needed too), a slow MemoryX
+    shard folds as a uniform cluster does, and a node down leaves uneven
     shards whose slot drift-folds (the smaller shards' lead runs out over the backward copies, and each waits for
     it once behind the delay: :mod:`wss.model.folding.drift`).  Every Result figure equals every block simulated
     to 1e-9 (byte for byte where nothing folds)."""
@@ -398,22 +399,23 @@ def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_sim
     assert _numbers_that_differ(folded, full) == []
 
 
-def test_a_straggler_settles_longer_and_folds_both_ways():
-    """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the buffers above it fill over its first blocks, so the
-    four simulated at the start of the run do not repeat in the forward passes (another wafer's compared blocks
-    differ, its second already as long as the straggler's: it settled late); the ladder simulates one block more
-    at the start in the forward passes only (a run of one step: the backward passes settle within four at the end,
-    keep four at the start and fold the rest), and both directions fold (before: six at each end).  The answer
-    equals every block simulated (test_unfolded_runs_fold_layers_too,
-    "straggler")."""
+def test_a_straggler_drift_folds_both_ways_without_a_longer_stretch():
+    """GPT-3 175B on 16 wafers, wafer 5 1.1x slower: the other wafers run ahead of it in the forward passes until
+    the buffers above them run dry, so their compared blocks are shorter than the straggler's.  A drift fold stands
+    for them (:mod:`wss.model.folding.drift`: they wait once, behind the delay, for what their lead could not
+    carry), and both directions fold with four blocks at each end (before: one block more at the start, found by a
+    second run; before that, six at each end).  The answer equals every block simulated
+    (test_unfolded_runs_fold_layers_too, "straggler")."""
     over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
             "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
     folded, fc = simulate_detailed(s, record=False)
-    assert fc.plan.layer_runs == (BlockRun(0, 95, settle=4, forward_lead=1),)
+    assert fc.plan.layer_runs == (BlockRun(0, 95),)
     assert fc.plan.layer_directions == ("forward", "backward") and fc.folding.layers is not None
-    assert (folded.cluster["blocks_simulated_forward"], folded.cluster["blocks_simulated_backward"]) == (9, 8)
-    assert [f.point.copies for f in fc.folding.layers.folds] == [87, 88]
+    assert (folded.cluster["blocks_simulated_forward"], folded.cluster["blocks_simulated_backward"]) == (8, 8)
+    assert [f.point.copies for f in fc.folding.layers.folds] == [88, 88]
+    drift = fc.folding.drift
+    assert [d.point.direction for d in drift.delays] == ["forward"] and set(drift.ran_out.values()) == {"stream"}
 
 
 def _same_per_block_views(folded: wss.Result, full: wss.Result) -> None:
@@ -449,10 +451,10 @@ def test_per_block_views_of_a_folded_run_give_each_block_its_own_time():
 
 
 def test_per_block_views_of_a_straggler_count_the_backward_passes_folded_past_the_forward_ones():
-    """GPT-3 175B on 16 wafers with a 1.1x straggler folds the forward passes from block 5 and the backward ones
-    from block 4 (test_a_straggler_settles_longer_and_folds_both_ways): the backward pass standing for the copies
-    stands for block 4's too, so every block's passes and times are those of every block simulated.  Cut to 32 of
-    its 96 blocks, it folds the same way (at 96: 88 and 89 blocks stood for), at a quarter of the cost."""
+    """GPT-3 175B on 16 wafers with a 1.1x straggler folds both directions from block 4, its other wafers drifting
+    ahead of it (test_a_straggler_drift_folds_both_ways_without_a_longer_stretch): every block's passes and times
+    are those of every block simulated.  Cut to 32 of its 96 blocks, it folds the same way (at 96: 88 blocks stood
+    for each way), at a quarter of the cost."""
     over = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
             "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}], "workload.model.layers.1.repeat": 32}
     s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=over)
@@ -460,5 +462,5 @@ def test_per_block_views_of_a_straggler_count_the_backward_passes_folded_past_th
     full = simulate_detailed(s, record=False, fold_layers=False)[0]
     assert folded.layer_folds is not None
     assert [(f.direction, f.layer, f.stands_for[0], len(f.stands_for)) for f in folded.layer_folds] == [
-        ("forward", "block.4", "block.4", 24), ("backward", "block.28", "block.4", 25)]
+        ("forward", "block.3", "block.3", 25), ("backward", "block.28", "block.4", 25)]
     _same_per_block_views(folded, full)

@@ -75,7 +75,7 @@ def simulate_detailed(
     progress = _monotone(progress)
     p = folding_plan(s, profiles, fold_layers)
     check_work(s, p)
-    note = long_run_note(s, run_work(s, p, record))
+    note = long_run_note(s, run_work(s, p))
     if note is not None:  # said before it starts (wss simulate: on stderr), the Result unchanged
         log.warning(note)
     log.info("%s: %s", s.name, p.choice.line() if p.choice is not None else f"checkpointing {p.checkpointing}")

@@ -270,6 +270,7 @@ class _SpanTracks:
 
     def __post_init__(self) -> None:
         self.placed = UnfoldedSpans(self.cluster)
+        self._worlds: dict[int, UnfoldedSpans] = {}
 
     def label(self, pass_index: int) -> tuple[str, str, dict[str, Any]]:
         """Span name, category (the phase) and base args of a pass."""
@@ -278,7 +279,17 @@ class _SpanTracks:
         step = self.placed.step_of_pass(pass_index)
         return f"{op.name} {p.phase} s{step}", p.phase, {"step": step, "micro_batch": p.micro_batch}
 
-    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[Any, ...]], first: int) -> None:
+    def in_world(self, world: int) -> UnfoldedSpans:
+        """The placement of a drifting world's parts (``world`` 0: the rest of the run's, :attr:`placed`)."""
+        drift = self.cluster.folding.drift
+        if not world or drift is None or world not in drift.world_layers:
+            return self.placed
+        if world not in self._worlds:
+            self._worlds[world] = self.placed.in_world(drift.world_layers[world])
+        return self._worlds[world]
+
+    def folded(self, pid: int, tid: int, drawn: Sequence[tuple[Any, ...]], first: int,
+               placed: UnfoldedSpans | None = None) -> None:
         """One span per stretch of folded copies on a track, narrowed so that the track's spans nest in it.
 
         They go before the track's spans (``first``: the position of its first), so that a viewer reading
@@ -286,17 +297,20 @@ class _SpanTracks:
         """
         at = first
         spans = [(d[0], d[1]) for d in drawn]
-        for s in self.placed.stretches:
+        for s in (placed or self.placed).stretches:
             lo, hi = _gap(spans, s.start_s, s.end_s)
             if hi > lo:
                 self.tb.span(pid, tid, s.name, "folded", lo, hi, _stretch_args(s), at=at)
                 at += 1
 
-    def link_spans(self, pid: int, thread: str, spans: Iterable[tuple[float, float, int, float]] | None) -> None:
-        """One thread of chunk spans, merged per pass unless ``merge`` is off."""
+    def link_spans(self, pid: int, thread: str, spans: Iterable[tuple[float, float, int, float]] | None,
+                   world: int = 0) -> None:
+        """One thread of chunk spans, merged per pass unless ``merge`` is off (a drifting world's placed on its
+        own block copies)."""
         tid = self.tb.thread(pid, thread)
         first = len(self.tb.events)
-        merged = _merge(self.placed.pass_spans(spans or []), self.merge)
+        placed = self.in_world(world)
+        merged = _merge(placed.pass_spans(spans or []), self.merge)
         for a, b, p, nbytes, chunks, busy in merged:
             name, phase, args = self.label(p)
             args["bytes"] = _num(nbytes)
@@ -305,7 +319,7 @@ class _SpanTracks:
                 if busy < 0.999 * (b - a):  # the link idled between the chunks of this pass
                     args["busy_us"] = _us(busy)
             self.tb.span(pid, tid, name, phase, a, b, args)
-        self.folded(pid, tid, merged, first)
+        self.folded(pid, tid, merged, first, placed)
 
     def busy(self, spans: Sequence[tuple[float, ...]], moved: bool = False) -> np.ndarray:
         """Busy fraction per bucket of recorded spans (non-overlapping, in order): simulated times, or with
@@ -353,6 +367,7 @@ class _SpanTracks:
         cluster = self.cluster
         if not isinstance(cluster, UnfoldedCluster):
             return
+        drift = cluster.folding.drift
         pid = self.tb.process(f"wafers ({len(cluster.wafers)}, each apart)")
         for wafer in cluster.wafers:
             tid = self.tb.thread(pid, wafer.name)
@@ -361,10 +376,11 @@ class _SpanTracks:
             for a, b, cause, p in joined:
                 name = self.label(p)[0] if cause == "compute" and p >= 0 else f"{cause} stall"
                 self.tb.span(pid, tid, name, cause, a, b, {"pass": p} if p >= 0 else {})
-            self.folded(pid, tid, joined, first)
+            world = drift.members.get(id(wafer), 0) if drift is not None else 0
+            self.folded(pid, tid, joined, first, self.in_world(world))
         pid = self.tb.process(f"SwarmX edges ({len(cluster.tree.links())} links)")
         for link in cluster.tree.links():
-            self.link_spans(pid, link.name, link.spans)
+            self.link_spans(pid, link.name, link.spans, link.world)
 
     def inputs(self) -> None:
         """The input workers' transfers, one span per micro-batch."""

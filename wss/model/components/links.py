@@ -135,6 +135,9 @@ class Link:
         #: Pass -> [busy seconds, bytes] of its chunks, when counting by pass (a drift fold's links: their copies
         #: repeat a block's passes, not a stretch of time).
         self.tally: dict[int, list[float]] | None = None
+        #: The drifting world it belongs to (0: none; :mod:`wss.model.folding.drift`): its spans are on that world's
+        #: axis, placed by the world's own block copies.
+        self.world = 0
 
     def record(self) -> None:
         """Keep spans and buffer occupancy (for traces); off by default to save memory."""

@@ -1,4 +1,5 @@
-"""Drifting wafers: the blocks of a slot where smaller shards run ahead of the largest, folded exactly.
+"""Drifting wafers: the blocks of a slot where smaller shards (or wafers faster than a straggler) run ahead of the
+largest, folded exactly.
 
 In a micro-batch slot where the wafers' micro-batches differ in size, the busiest wafer paces every broadcast
 and reduction.  A wafer with fewer samples computes each block a little faster: block after block it runs
@@ -48,10 +49,13 @@ folds less, with the same answers):
   broadcast would have waited for it); a gradient that crosses off its pass's axis does not complete its reduction
   before the pause, and is let go without anything waiting behind it where the drifting world hears that late.
 
-A drift fold is tried only where nothing but uneven shards sets the wafers apart (a node down may have made them
-uneven) and no drifting world shares a bandwidth with the pacing world (activation stores of their own, without a
-bandwidth limit), in a run not recorded for traces: else every block of such slots is simulated, as before.
-"""
+A drift fold is tried only where nothing but uneven shards and stragglers sets the wafers apart (a node down may
+have made them uneven), the representative has the most work in every slot, and no drifting world shares a
+bandwidth with the pacing world (activation stores of their own, without a bandwidth limit): else every block of
+such slots is simulated, as before (:func:`drifting_wafers`).  With a straggler, every other wafer drifts ahead of
+it, in every slot.  A recorded run drift-folds too: each
+world's records are on its own axis, and its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
+:meth:`~wss.model.folding.folded_spans.UnfoldedSpans.in_world`)."""
 
 from __future__ import annotations
 
@@ -65,7 +69,7 @@ from simpy.events import URGENT, Condition
 
 from wss.model.components.links import Chunk, Inlet, Link
 from wss.model.folding.fold import REL_TOL, close, seconds_by_cause
-from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayerFoldMismatch
+from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayerFoldMismatch, LayersFold
 
 if TYPE_CHECKING:
     from wss.model.components.wafer import Wafer
@@ -127,6 +131,9 @@ class DriftWorld:
     links: list[Link]
     tops_down: list[Link]
     tops_up: list[Link]
+    #: the micro-batch slots where some drifting wafers have less work than the representative: the fold points
+    #: they may drift at (in the others every wafer's blocks are checked as in any fold)
+    slots: frozenset[int] = frozenset()
     #: the SwarmX levels' and the offload returns' views, by name (their figure is a member's)
     views: set[str] = field(default_factory=set)
     delays: list[Delay] = field(default_factory=list)
@@ -169,6 +176,9 @@ class DriftWorld:
     _owns: dict[simpy.Process, int] = field(default_factory=dict)
     #: each world's delay lines (index 0 unused)
     lines: list[_Line] = field(default_factory=list)
+    #: after the run, each drifting world's block copies (its first wafer's: its wafers drift alike), by world:
+    #: where its parts' records go on the unfolded axis (:meth:`~wss.model.folding.folded_spans.UnfoldedSpans.in_world`)
+    world_layers: dict[int, LayersFold] = field(default_factory=dict)
 
     # -- the worlds -----------------------------------------------------------------------------------------------
 
@@ -243,14 +253,13 @@ class DriftWorld:
     # -- the crossings ------------------------------------------------------------------------------------------
 
     def install(self, env: simpy.Environment, points: Sequence[FoldPoint],
-                marks: dict[str, dict[int, tuple[float, int, float]]], rep: str, uneven: Container[int]) -> None:
+                marks: dict[str, dict[int, tuple[float, int, float]]], rep: str) -> None:
         """Put the crossings in place, before the run starts: at the inbox of each link at the top of a drifting
         subtree (a broadcast's chunks come in) and at the inlet of each reduction a drifting world sends into
-        (its gradients go out); the fold ``points`` the worlds may drift at (those in the micro-batches ``uneven``,
-        whose sizes differ between wafers: in the others every wafer's blocks are checked as in any fold), measured
+        (its gradients go out); the fold ``points`` the worlds may drift at (those in its :attr:`slots`), measured
         on the wafers' ``marks`` (the probe's, by wafer name) and the representative wafer's (named ``rep``)."""
         self._env, self._marks, self._rep = env, marks, rep
-        ordered = sorted((f for f in points if f.micro_batch in uneven), key=lambda f: f.c)
+        ordered = sorted((f for f in points if f.micro_batch in self.slots), key=lambda f: f.c)
         self._points = {k: list(ordered) for k in self.worlds}
         for fanout in self.fanouts:
             fanout.put = self._broadcast(fanout, fanout.put)
@@ -703,27 +712,35 @@ def waited_for(wafer: Wafer, delay: Delay, free: tuple[int, int], block: tuple[i
                             step=f.step, settles=f.direction == "forward" and extra > 0)
 
 
-def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) -> list[int]:
-    """The wafers whose smaller shards may drift ahead in a folded uneven slot, where a drift fold may stand for
-    them: none unless nothing but uneven shards sets the wafers apart (a node down may have made them uneven) and
-    every such wafer's activation store is its own, without a bandwidth limit (else its traffic would share a
-    bandwidth with the pacing world's)."""
+def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) -> tuple[list[int], frozenset[int]]:
+    """The wafers that may drift ahead of the representative in a folded slot, where a drift fold may stand for
+    them, and the micro-batch slots where some do: those with less work there (fewer samples, or no straggler's
+    slowdown).  None unless the representative has the most work in every slot (it paces every broadcast and
+    reduction), nothing but uneven shards and stragglers sets the wafers apart (a node down may have made them
+    uneven; a slow edge or jitter would set a pace of their own) and every such wafer's activation store is its own,
+    without a bandwidth limit (else its traffic would share a bandwidth with the pacing world's)."""
     plan = cluster.plan
     faults = plan.scenario.faults
-    if faults.stragglers or faults.links or faults.jitter is not None:
-        return []
-    if not plan.layer_runs or not plan.uneven_slots or plan.uneven_slots <= set(plan.blocks_unfolded_in):
-        return []
-    busiest = sizes[int(cluster.wafer.name.rsplit(".", 1)[1])]
-    apart = [w for w, s in enumerate(cluster.stand_in) if s >= 0 and sizes[w] != busiest]
+    if faults.links or faults.jitter is not None or not plan.layer_runs:
+        return [], frozenset()
+    slow = faults.slowdowns()
+    rep = int(cluster.wafer.name.rsplit(".", 1)[1])
+    live = [w for w, s in enumerate(cluster.stand_in) if s >= 0]
+    work = {w: [n * slow.get(w, 1.0) for n in sizes[w]] for w in live}
+    if any(x > r * (1 + 1e-12) for w in live for x, r in zip(work[w], work[rep])):
+        return [], frozenset()
+    apart = [w for w in live if work[w] != work[rep]]
+    slots = frozenset(i for i, r in enumerate(work[rep]) if any(work[w][i] < r for w in apart))
+    if not slots or slots <= set(plan.blocks_unfolded_in):
+        return [], frozenset()
     stand_ins = {cluster.stand_in[w] for w in apart}
     if any(parts.store is not None and parts.store.limited for parts in cluster.wafer_parts
            if int(parts.wafer.name.rsplit(".", 1)[1]) in stand_ins):
-        return []
-    return apart
+        return [], frozenset()
+    return apart, slots
 
 
-def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld:
+def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozenset[int]) -> DriftWorld:
     """The drifting worlds of ``cluster``: one per subtree whose wafers below are all among ``drifting`` (wafer
     numbers) under a node that is not, with its simulated wafers, their own parts and the SwarmX edges of the
     subtree."""
@@ -773,6 +790,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
                         (tops_down if direction == "down" else tops_up).append(link)
     for link in links:
         link.tally = {}
+        link.world = members[id(link)]
     fanouts: list[Any] = []
     parent: dict[int, int] = {}
     for node_row in tree.fanouts:
@@ -791,7 +809,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int]) -> DriftWorld
                 names[parts.store.name] = owner
     views = {group.name for group in cluster.groups()}
     leaves_up = [tree.leaf_up(int(w.name.rsplit(".", 1)[1])) for w in wafers]
-    drift = DriftWorld(wafers, members, links, tops_down, tops_up, leaves_up=leaves_up, views=views,
+    drift = DriftWorld(wafers, members, links, tops_down, tops_up, slots, leaves_up=leaves_up, views=views,
                        lags=[0.0] * (len(tops) + 1),
                        fanouts=fanouts, _parent=parent, _names=names)
     drift.lines = [_Line(drift, k) for k in range(len(tops) + 1)]

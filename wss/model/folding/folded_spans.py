@@ -29,13 +29,14 @@ with its own copies).  A new kind of fold adds its stretches in
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wss.model.folding.layer_fold import COPY_PASS
+from wss.model.folding.layer_fold import COPY_PASS, LayersFold
 from wss.model.folding.step_fold import COPIED_STEP
 
 if TYPE_CHECKING:  # only the type: the spans are read from a cluster that already ran
@@ -76,15 +77,17 @@ class FoldedStretch:
         return f"x{self.copies} folded copies of {what}"
 
 
-def folded_stretches(cluster: Cluster) -> list[FoldedStretch]:
-    """The stretches of the unfolded axis that the run's folded copies fill, in time order."""
+def folded_stretches(cluster: Cluster, layers: LayersFold | None = None) -> list[FoldedStretch]:
+    """The stretches of the unfolded axis that the run's folded copies fill, in time order; ``layers``: the block
+    copies of a drifting world (:mod:`wss.model.folding.drift`) instead of the run's."""
     unfold = cluster.folding.unfolding()
     out = []
-    if cluster.folding.layers is not None:
+    layers = layers if layers is not None else cluster.folding.layers
+    if layers is not None:
         ops, program = cluster.plan.ops, cluster.program
-        for lf in cluster.folding.layers.folds:
+        for lf in layers.folds:
             fp = lf.point  # the copies end where pass c starts, on the axis with every block copy in place
-            end = lf.at + cluster.folding.layers.shift(fp.c) + unfold.shift(fp.step, fp.micro_batch)
+            end = lf.at + layers.shift(fp.c) + unfold.shift(fp.step, fp.micro_batch)
             block = ops[program[fp.b].op].block  # pass b starts the block every copy repeats
             assert block is not None
             out.append(FoldedStretch("block", block, unfold.step_of(fp.step), lf.copies, lf.period,
@@ -107,6 +110,7 @@ class UnfoldedSpans:
     """Moves a recorded cluster's spans onto the unfolded axis (see the module docstring)."""
 
     def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
         self.unfolding = unfold = cluster.folding.unfolding()
         self.program = program = cluster.program
         self.stretches = folded_stretches(cluster)
@@ -121,6 +125,19 @@ class UnfoldedSpans:
         for p in program:
             first.setdefault((p.step, p.micro_batch), p.index)
         self._first_pass = first
+
+    def in_world(self, layers: LayersFold) -> UnfoldedSpans:
+        """The same placement for the parts of a drifting world (:mod:`wss.model.folding.drift`), whose records
+        are on its own axis and whose block copies are its own (``layers``): its links' spans move past those,
+        and its stretches are where they lie.  Its wafers' timelines hold their own copies already, as every
+        wafer's does."""
+        out = copy.copy(self)
+        out.layers = layers
+        out.shifts = [d + layers.shift(p.index) for p, d in zip(self.program, self.moved)]
+        out.stretches = sorted([s for s in self.stretches if s.kind != "block"] +
+                               [s for s in folded_stretches(self._cluster, layers) if s.kind == "block"],
+                               key=lambda s: s.start_s)
+        return out
 
     def wafer_shift(self, pass_index: int) -> float:
         """How far a wafer pass (its timing) moves (none for the wafer's waits before its first pass)."""

@@ -103,7 +103,7 @@ class FoldProbe:
             marked = frozenset(i for f in self.layer_points for i in (f.a, f.b, f.c))
             if drift is not None:
                 marked |= {i for f in self.layer_points for i in drift.blocks_after(f)}
-                drift.install(env, self.layer_points, self.wafer_marks, rep.name, plan.uneven_slots)
+                drift.install(env, self.layer_points, self.wafer_marks, rep.name)
         starts = bool(plan.fold_copies or plan.step_fold_copies)
 
         def snapshot() -> Snapshot:

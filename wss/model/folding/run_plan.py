@@ -85,7 +85,7 @@ class RunWork:
     a drift fold (:mod:`wss.model.folding.drift`) stands for those blocks where its checks hold, and the count is of
     that run.  Where its checks may refuse, the run simulates every block of those micro-batches:
     ``most_chunk_passes`` counts that run (the failed attempt stops at its first failed check); where no drift fold
-    is tried (faults that set wafers apart, a recorded run), ``chunk_passes`` already does.
+    is tried (a slow edge, jitter, a store with bandwidths of its own), ``chunk_passes`` already does.
     """
 
     chunk_passes: int
@@ -102,9 +102,8 @@ class RunWork:
         return self.events / EVENTS_PER_SECOND
 
 
-def run_work(s: Scenario, p: Plan | None = None, record: bool = False) -> RunWork:
-    """Estimate the run's work (see :class:`RunWork`) on the plan it runs, without simulating; ``record`` as the
-    run (a recorded run tries no drift fold)."""
+def run_work(s: Scenario, p: Plan | None = None) -> RunWork:
+    """Estimate the run's work (see :class:`RunWork`) on the plan it runs, without simulating."""
     p = p if p is not None else folding_plan(s, None)
     folded, reason = fold_decision(s)
     wafers = 1 if folded else simulated_wafers(s)
@@ -114,7 +113,7 @@ def run_work(s: Scenario, p: Plan | None = None, record: bool = False) -> RunWor
     full = replace(p, blocks_unfolded_in=p.uneven_slots)
     every_block = sum(chunk_passes(full, build_program(full))) * wafers
     faults = s.faults
-    if record or faults.stragglers or faults.links or faults.jitter is not None or \
+    if faults.links or faults.jitter is not None or \
             not s.hardware.activation_store.is_default:  # no drift fold is tried (drifting_wafers)
         return RunWork(every_block, wafers, reason)
     return RunWork(passes, wafers, reason, every_block)

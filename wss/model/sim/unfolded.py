@@ -364,6 +364,8 @@ def _unfold_layers(cluster: UnfoldedCluster) -> None:
                 copies.extend(wafer_copies(w.timeline, {i: m[:2] for i, m in marks.items()}, LayersFold((f,)), w.name))
             wafer_folds.append(f)
         own[id(w)] = (LayersFold(tuple(wafer_folds)), copies)
+        if drift is not None and id(w) in drift.members:
+            drift.world_layers.setdefault(drift.members[id(w)], own[id(w)][0])
     for w in cluster.simulated:
         shifted = own[id(w)][0]
         if any(cause == "input" and shifted.shift(p) > 0 for _, _, cause, p in w.timeline):
@@ -397,8 +399,8 @@ def run_unfolded(plan: Plan, record: bool = False,
     """Simulate every step with every wafer apart; return the parts with their measurements."""
     cluster = build_unfolded(plan, record, progress)
     env = cluster.env
-    apart = drifting_wafers(cluster, wafer_micro_batches(plan)) if not record else []
-    drift = drift_world(cluster, apart) if apart else None
+    apart, slots = drifting_wafers(cluster, wafer_micro_batches(plan))
+    drift = drift_world(cluster, apart, slots) if apart else None
     cluster.folding.attach(cluster, cluster.wafers, cluster.simulated, drift)
     wafers = len(cluster.simulated)
     parts = cluster.parts()
