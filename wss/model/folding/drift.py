@@ -134,6 +134,8 @@ class DriftWorld:
     #: the micro-batch slots where some drifting wafers have less work than the representative: the fold points
     #: they may drift at (in the others every wafer's blocks are checked as in any fold)
     slots: frozenset[int] = frozenset()
+    #: a run recorded for traces: a lead that runs out over the copies is refused (:meth:`_may_run_out`)
+    recorded: bool = False
     #: the SwarmX levels' and the offload returns' views, by name (their figure is a member's)
     views: set[str] = field(default_factory=set)
     delays: list[Delay] = field(default_factory=list)
@@ -479,6 +481,7 @@ class DriftWorld:
                 if close(tc - tb, delay.block):
                     self._same_causes(w, (la, lb), (lb, lc), f, "between two blocks")
                 else:  # its lead ran out in the second compared block already: it waits behind the delay too
+                    self._may_run_out(w, f)
                     self.ran_out[(w.name, f.c)] = waited_for(w, delay, (la, lb), (lb, lc), (tc - tb) - delay.block)
                 self.periods[(w.name, f.c)] = delay.block
                 drifting.append(w.name)
@@ -499,11 +502,21 @@ class DriftWorld:
                 if key not in self.ran_out and close(td - tc, delay.block):
                     self._same_causes(wafer, (la, lb), (lc, ld), f, "in its block behind the delay")
                     continue
+                self._may_run_out(wafer, f)
                 cause = waited_for(wafer, delay, (la, lb), (lc, ld), extra)
                 if self.ran_out.setdefault(key, cause) != cause:
                     raise LayerFoldMismatch(f"{wafer.name}: its lead ran out at pass {f.c} waiting for "
                                             f"{self.ran_out[key]}, but it waited behind the delay for {cause}",
                                             f.direction, f.micro_batch, step=f.step)
+
+    def _may_run_out(self, wafer: Wafer, f: FoldPoint) -> None:
+        """A run recorded for traces refuses a run-out: its one wait behind the delay gives every number of the
+        Result, but the real run spreads those waits over the copies, and a trace places every span where the run
+        has it (``settles`` in the forward passes: a longer stretch may see the wafers back in step)."""
+        if self.recorded:
+            raise LayerFoldMismatch(f"{wafer.name}: its lead ran out over the copies at pass {f.c}, and a recorded "
+                                    "run keeps every span where the run has it", f.direction, f.micro_batch,
+                                    step=f.step, settles=f.direction == "forward")
 
     def check_after(self, marks: dict[str, dict[int, tuple[float, int, float]]]) -> None:
         """After the run: every drifting wafer ended its block behind each of its world's delay lines (checked as
@@ -740,10 +753,11 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
     return apart, slots
 
 
-def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozenset[int]) -> DriftWorld:
+def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozenset[int],
+                recorded: bool = False) -> DriftWorld:
     """The drifting worlds of ``cluster``: one per subtree whose wafers below are all among ``drifting`` (wafer
     numbers) under a node that is not, with its simulated wafers, their own parts and the SwarmX edges of the
-    subtree."""
+    subtree; drifting in ``slots``, in a run ``recorded`` for traces or not."""
     tree = cluster.tree
     fan, depth = tree.fan_out, tree.levels
     apart = set(drifting)
@@ -809,7 +823,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
                 names[parts.store.name] = owner
     views = {group.name for group in cluster.groups()}
     leaves_up = [tree.leaf_up(int(w.name.rsplit(".", 1)[1])) for w in wafers]
-    drift = DriftWorld(wafers, members, links, tops_down, tops_up, slots, leaves_up=leaves_up, views=views,
+    drift = DriftWorld(wafers, members, links, tops_down, tops_up, slots, recorded, leaves_up=leaves_up, views=views,
                        lags=[0.0] * (len(tops) + 1),
                        fanouts=fanouts, _parent=parent, _names=names)
     drift.lines = [_Line(drift, k) for k in range(len(tops) + 1)]

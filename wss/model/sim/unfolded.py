@@ -400,7 +400,7 @@ def run_unfolded(plan: Plan, record: bool = False,
     cluster = build_unfolded(plan, record, progress)
     env = cluster.env
     apart, slots = drifting_wafers(cluster, wafer_micro_batches(plan))
-    drift = drift_world(cluster, apart, slots) if apart else None
+    drift = drift_world(cluster, apart, slots, record) if apart else None
     cluster.folding.attach(cluster, cluster.wafers, cluster.simulated, drift)
     wafers = len(cluster.simulated)
     parts = cluster.parts()
