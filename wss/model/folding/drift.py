@@ -178,6 +178,8 @@ class DriftWorld:
     _owns: dict[simpy.Process, int] = field(default_factory=dict)
     #: each world's delay lines (index 0 unused)
     lines: list[_Line] = field(default_factory=list)
+    #: each world's number of simulated wafers, by world (read for every gradient chunk leaving a world)
+    sizes: dict[int, int] = field(default_factory=dict)
     #: after the run, each drifting world's block copies (its first wafer's: its wafers drift alike), by world:
     #: where its parts' records go on the unfolded axis (:meth:`~wss.model.folding.folded_spans.UnfoldedSpans.in_world`)
     world_layers: dict[int, LayersFold] = field(default_factory=dict)
@@ -241,7 +243,7 @@ class DriftWorld:
             return None
         return lambda name: self.ignores(name, drifting)
 
-    def blocks_after(self, f: FoldPoint) -> tuple[int, int, int, int]:
+    def marked_passes(self, f: FoldPoint) -> tuple[int, int, int, int]:
         """The first passes of the block before a fold point's compared ones (:meth:`_drifted_before`), of the
         block its copies end before (the first behind its delay line) and of the two blocks after it: the wafers
         mark them (:meth:`at_mark`, :meth:`check_after`)."""
@@ -261,6 +263,7 @@ class DriftWorld:
         (its gradients go out); the fold ``points`` the worlds may drift at (those in its :attr:`slots`), measured
         on the wafers' ``marks`` (the probe's, by wafer name) and the representative wafer's (named ``rep``)."""
         self._env, self._marks, self._rep = env, marks, rep
+        self.sizes = {k: len(self.world_wafers(k)) for k in self.worlds}
         ordered = sorted((f for f in points if f.micro_batch in self.slots), key=lambda f: f.c)
         self._points = {k: list(ordered) for k in self.worlds}
         for fanout in self.fanouts:
@@ -648,7 +651,7 @@ class _Outgoing:
     def put(self, item: Chunk) -> simpy.Event:
         drift, env = self.drift, self.drift._env
         assert env is not None
-        drift._upcoming[item.pass_index] -= len(drift.world_wafers(self.world))  # one chunk from each
+        drift._upcoming[item.pass_index] -= drift.sizes[self.world]  # one chunk from each of its wafers
         drift._try_pause()
         lag, ahead = drift.lag(item.pass_index, self.world), drift.ahead(self.world)
         item.ready_at -= lag

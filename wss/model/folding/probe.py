@@ -102,7 +102,7 @@ class FoldProbe:
             checks = {f.c: f for f in self.layer_points}
             marked = frozenset(i for f in self.layer_points for i in (f.a, f.b, f.c))
             if drift is not None:
-                marked |= {i for f in self.layer_points for i in drift.blocks_after(f)}
+                marked |= {i for f in self.layer_points for i in drift.marked_passes(f)}
                 drift.install(env, self.layer_points, self.wafer_marks, rep.name)
         starts = bool(plan.fold_copies or plan.step_fold_copies)
 
