@@ -80,10 +80,19 @@ __all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_cloc
 
 def _world_now(env: Any) -> float:
     """``now`` once the pacing world has paused: each world's clock (simulated time less its pauses so far), read by
-    the world of the process asking (the pacing world's where no process asks)."""
+    the world of the process asking (the pacing world's where no process asks).
+
+    Read on every ``env.now`` of the run from then on, so it is kept short: the world is cached on the process
+    itself (:meth:`DriftWorld.world_of` finds it once), and the lags are the drift world's list, bound to the
+    environment (:meth:`DriftWorld._move` changes it in place)."""
     proc = env._active_proc
-    world = env._drift.world_of(proc) if proc is not None else 0
-    return float(env._now - env._drift.lags[world])
+    if proc is None:
+        return float(env._now - env._lags[0])
+    try:
+        world = proc._drift_world
+    except AttributeError:
+        world = proc._drift_world = env._drift.world_of(proc)
+    return float(env._now - env._lags[world])
 
 
 def paused_clock(cls: type) -> type:
@@ -452,6 +461,7 @@ class DriftWorld:
         if not getattr(env, "paused", False):
             env.__class__ = paused_clock(type(env))
             env._drift = self  # type: ignore[attr-defined]
+            env._lags = self.lags  # type: ignore[attr-defined]
         for k, shift in enumerate(shifts):
             self.lags[k] += shift
 

@@ -372,7 +372,7 @@ def _unfolded_timeline(timeline: Sequence[tuple[float, float, str, int]], layers
             at, spans = copies[i]
             for n in range(f.copies):
                 t0 = at + shift + n * f.period
-                out.extend((t0 + x, t0 + y, c, COPY_PASS) for x, y, c in spans)
+                out.extend([(t0 + x, t0 + y, c, COPY_PASS) for x, y, c in spans])
             shift += f.copies * f.period
             i += 1
         new_index.append(len(out))

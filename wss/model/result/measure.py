@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -198,9 +199,15 @@ def _breakdowns(timeline: list[tuple[float, float, str, int]], ends_sim: list[fl
     """
     breakdowns = [dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0) for _ in range(n_steps)]
     w = 0
+    end, row = (ends_sim[0], breakdowns[0]) if n_steps else (-math.inf, {})
     for a, b, cause, _ in timeline:
+        if a < end and b <= end:  # inside the current step's window (most spans): the loop below, in short
+            if b > a:
+                row[cause] += b - a
+            continue
         while w < n_steps and a >= ends_sim[w]:
             w += 1
+        end, row = (ends_sim[w], breakdowns[w]) if w < n_steps else (-math.inf, row)
         k = w
         while a < b and k < n_steps:
             cut = min(b, ends_sim[k])
