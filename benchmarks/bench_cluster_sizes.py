@@ -8,9 +8,12 @@ repeats keeps such a run near the folded cost of the power-of-two count beside i
 
 For GPT-3 175B (``scenarios/gpt3_175b.yaml``, batch 1536) and Cerebras-GPT 13B
 (``scenarios/cerebras_gpt_13b.yaml``), one step each, it times every wafer count of ``--counts`` (default:
-1 to 64, 96, 128 and 192; the median of ``--repeats`` runs) and prints each count's wall time, simulated
-events and its ratio to the nearest power of two's wall time (the lower one on a tie), timed in the same
-run.  The issue's target is at most 3x everywhere; the worst ratio per model is printed last.
+1 to 64, 96, 128 and 192) and prints each count's wall time, simulated events and its ratio to the
+nearest power of two's wall time (the lower one on a tie).  Each count is timed in pairs with its power of
+two, one run right after the other, each from a collected heap (no garbage of an earlier run collected on
+its clock): a machine whose speed drifts moves both sides of a pair alike.  The table gives the medians over
+``--repeats`` pairs, of each side and of the pairs' ratios.  The issue's target is at most 3x everywhere; the
+worst ratio per model is printed last.
 
 ``--study step`` times each count as the studies that read only the step run it (``wss size``, a sweep's point):
 a count set apart only by its uneven shards with the busiest wafer standing for all, which gives the same step
@@ -25,6 +28,7 @@ The full sweep is about 130 simulations per repeat: minutes on one free core.
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import statistics
 import sys
@@ -47,13 +51,25 @@ def nearest_power_of_two(n: int) -> int:
     return lo if n - lo <= hi - n else hi
 
 
-def _time(scenario: wss.Scenario, repeats: int) -> tuple[float, int]:
-    walls, events = [], 0
+def _once(scenario: wss.Scenario) -> tuple[float, int]:
+    """One run's wall time and events, from a collected heap."""
+    gc.collect()
+    t = time.perf_counter()
+    events = wss.simulate(scenario).sim_events
+    return time.perf_counter() - t, events
+
+
+def _paired(scenario: wss.Scenario, base: wss.Scenario, repeats: int) -> tuple[float, int, float, float]:
+    """``scenario`` timed right after ``base``, ``repeats`` times: the medians of its wall time, of the base's
+    and of the pairs' ratios, and its events."""
+    walls, bases, ratios, events = [], [], [], 0
     for _ in range(repeats):
-        t = time.perf_counter()
-        events = wss.simulate(scenario).sim_events
-        walls.append(time.perf_counter() - t)
-    return statistics.median(walls), events
+        b, _ = _once(base)
+        w, events = _once(scenario)
+        walls.append(w)
+        bases.append(b)
+        ratios.append(w / b)
+    return statistics.median(walls), events, statistics.median(bases), statistics.median(ratios)
 
 
 def _scenario(path: Path, n: int, study: str) -> wss.Scenario:
@@ -65,18 +81,16 @@ def _scenario(path: Path, n: int, study: str) -> wss.Scenario:
 def sweep(model: str, counts: list[int], repeats: int, study: str = "simulate") -> float:
     """Print one model's table; return its worst ratio to the nearest power of two."""
     path = ROOT / "scenarios" / f"{model}.yaml"
-    needed = sorted(set(counts) | {nearest_power_of_two(n) for n in counts})
-    timed: dict[int, tuple[float, int]] = {}
-    for n in needed:
-        timed[n] = _time(_scenario(path, n, study), repeats)
+    scenarios = {n: _scenario(path, n, study) for n in sorted(set(counts) | {nearest_power_of_two(n) for n in counts})}
+    _once(scenarios[min(scenarios)])  # warm-up: imports, caches
+    timed = {n: _paired(scenarios[n], scenarios[nearest_power_of_two(n)], repeats) for n in counts}
     print(f"{MODELS.get(model, model)}, 1 step, as "
           f"{'wss.simulate runs' if study == 'simulate' else 'the step studies run'} it")
     print(f"{'wafers':>7} {'wall s':>9} {'events':>12} {'2^k':>5} {'2^k wall s':>11} {'ratio':>7}")
     worst = 0.0
     for n in counts:
         p = nearest_power_of_two(n)
-        (wall, events), (base, _) = timed[n], timed[p]
-        ratio = wall / base
+        wall, events, base, ratio = timed[n]
         worst = max(worst, ratio)
         print(f"{n:>7} {wall:>9.3f} {events:>12,} {p:>5} {base:>11.3f} {ratio:>6.2f}x")
     verdict = "meets" if worst <= TARGET else "misses"
