@@ -23,8 +23,9 @@ a slow edge and a node down at most 3x the uniform (folded) run, and any unfolde
 The cases run in rounds: each round times every case once, in turn, and each case's ratio is taken to
 the folded run of its own round.  A machine whose speed drifts (a shared one swings 2x within minutes)
 then moves both sides of a ratio alike; the table gives the median wall time and the median of the
-per-round ratios over ``--repeats`` rounds (after one warm-up round when there are several).  Both fold runs of identical blocks where the blocks
-repeat (``wss/model/folding/layer_fold.py``); the folded run is also timed with every block simulated
+per-round ratios over ``--repeats`` rounds (after one warm-up round when there are several).  Each run
+starts from a collected heap.  Both fold runs of identical blocks where the blocks repeat
+(``wss/model/folding/layer_fold.py``); the folded run is also timed with every block simulated
 (``fold_layers=False``), the cost before layer folding, for comparison.
 
 Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart]``.  Prints medians (of
