@@ -31,7 +31,11 @@ one child per class, and its reduction counts the stand-in's chunk once for
 each member of the class.  This is exact, the same argument that lets one
 wafer stand for a uniform cluster applied at every node
 (:func:`wss.model.scenario.fold_rules.stand_ins`, which the cluster's builder
-passes in; docs/unfolded.md, "Classes of identical wafers").
+passes in; docs/unfolded.md, "Classes of identical wafers").  Where lighter
+wafers, which never hold the busiest up, hang beside the busiest, a node is
+classed by its busiest children alone, so a simulated node may also take in a
+lighter child edge of a node it stands for (its broadcast copies to it, its
+reduction counts that edge's members).
 """
 
 from __future__ import annotations
@@ -268,16 +272,26 @@ class SwarmXTree(SwarmX):
 
     def _nodes(self, env: simpy.Environment, level: int) -> None:
         """The broadcasts and reductions of ``level``'s nodes: a simulated node's broadcast copies to one
-        child per class, its reduction counts every child; any other node is its stand-in's."""
+        child per class, its reduction counts every child; any other node is its stand-in's.
+
+        A simulated node takes in the simulated edges of the nodes it stands for too: its own, and any a node it
+        stands for has and it has no class of (a drifting child beside the busiest wafers:
+        :func:`~wss.model.scenario.fold_rules.stand_ins`).  Its reduction counts, per chunk, every member each of
+        them stands for under its own node."""
         name = self.settings.name
         below = self.down_edges[level - 1]
+        row = self.stand_in[level - 1]
         above = [0] if level == 1 else self.stand_in[level - 2]
         fanouts: dict[int, Fanout] = {-1: Fanout(env, f"{name}.l{level}.down", [])}  # a node that is down, or
         reducers: dict[int, Reduce] = {-1: Reduce(env, f"{name}.l{level}.down", 0)}  # above wafers cut off
+        taken_in: dict[int, list[int]] = {}  # a simulated node -> the simulated edges it takes in, in order
+        for c in self._simulated(level):
+            taken_in.setdefault(above[c // self.fan_out], []).append(c)
         for i in sorted(set(above) - {-1}):
-            children = [c for c in self._children(level, i) if self.stand_in[level - 1][c] >= 0]
-            fanouts[i] = Fanout(env, f"{name}.l{level}.n{i}", self._distinct([below[c] for c in children]))
-            reducers[i] = Reduce(env, f"{name}.l{level}.n{i}", len(children))
+            edges = taken_in.get(i, [])
+            counted = sum(1 for c in edges for k in self._children(level, c // self.fan_out) if row[k] == c)
+            fanouts[i] = Fanout(env, f"{name}.l{level}.n{i}", [below[c] for c in edges])
+            reducers[i] = Reduce(env, f"{name}.l{level}.n{i}", counted)
         self.fanouts.append([fanouts[s] for s in above])
         self.reducers.append([reducers[s] for s in above])
 

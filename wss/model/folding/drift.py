@@ -73,9 +73,10 @@ from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayerFoldMismatch
 
 if TYPE_CHECKING:
     from wss.model.components.wafer import Wafer
+    from wss.model.plan import Plan
     from wss.model.sim.unfolded import UnfoldedCluster
 
-__all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "paused_clock", "waited_for"]
+__all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "less_work", "paused_clock", "waited_for"]
 
 
 def _world_now(env: Any) -> float:
@@ -746,17 +747,10 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
     uneven; a slow edge or jitter would set a pace of their own) and every such wafer's activation store is its own,
     without a bandwidth limit (else its traffic would share a bandwidth with the pacing world's)."""
     plan = cluster.plan
-    faults = plan.scenario.faults
-    if faults.links or faults.jitter is not None or not plan.layer_runs:
+    if not plan.layer_runs:
         return [], frozenset()
-    slow = faults.slowdowns()
     rep = int(cluster.wafer.name.rsplit(".", 1)[1])
-    live = [w for w, s in enumerate(cluster.stand_in) if s >= 0]
-    work = {w: [n * slow.get(w, 1.0) for n in sizes[w]] for w in live}
-    if any(x > r * (1 + 1e-12) for w in live for x, r in zip(work[w], work[rep])):
-        return [], frozenset()
-    apart = [w for w in live if work[w] != work[rep]]
-    slots = frozenset(i for i, r in enumerate(work[rep]) if any(work[w][i] < r for w in apart))
+    apart, slots = less_work(plan, sizes, rep, [w for w, s in enumerate(cluster.stand_in) if s >= 0])
     if not slots or slots <= set(plan.blocks_unfolded_in):
         return [], frozenset()
     stand_ins = {cluster.stand_in[w] for w in apart}
@@ -764,6 +758,24 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
            if int(parts.wafer.name.rsplit(".", 1)[1]) in stand_ins):
         return [], frozenset()
     return apart, slots
+
+
+def less_work(plan: Plan, sizes: Sequence[Sequence[int]], rep: int, live: Sequence[int]
+              ) -> tuple[list[int], frozenset[int]]:
+    """The wafers (of ``live``) with less work than the representative ``rep`` in some micro-batch slot and no
+    more in any, and the slots where some have less; none unless ``rep`` has the most work in every slot and
+    nothing but uneven shards and stragglers sets the wafers apart (a slow edge or jitter would set a pace of
+    their own).  These wafers never hold up the busiest: they take every broadcast chunk sooner and send every
+    gradient sooner.  Where the work of wafer ``w`` in slot ``i`` is ``sizes[w][i]`` times its slowdown."""
+    faults = plan.scenario.faults
+    if faults.links or faults.jitter is not None:
+        return [], frozenset()
+    slow = faults.slowdowns()
+    work = {w: [n * slow.get(w, 1.0) for n in sizes[w]] for w in live}
+    if any(x > r * (1 + 1e-12) for w in live for x, r in zip(work[w], work[rep])):
+        return [], frozenset()
+    apart = [w for w in live if work[w] != work[rep]]
+    return apart, frozenset(i for i, r in enumerate(work[rep]) if any(work[w][i] < r for w in apart))
 
 
 def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozenset[int],

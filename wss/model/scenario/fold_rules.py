@@ -13,7 +13,7 @@ finish each pass early and wait).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 from wss.model.scenario.scenario import Scenario
 from wss.model.scenario.shards import shard_samples
@@ -118,7 +118,9 @@ def simulated_wafers(scenario: Scenario) -> int:
     (``simulation.wafer_classes``; :func:`stand_ins`), else every wafer.
 
     A wafer's kind here is its shard, its slowdown and, with jitter, itself (every wafer draws its own
-    factors): equal shards make equal micro-batches, so these are the classes the run uses.
+    factors): equal shards make equal micro-batches, so these are the classes the run uses.  It is an upper
+    bound: where lighter wafers hang beside the busiest, the run's nodes above the busiest also stand for each
+    other (:func:`stand_ins`, ``drifting``), which takes the plan's micro-batches to decide.
     """
     hw, faults = scenario.hardware, scenario.faults
     if not scenario.simulation.wafer_classes or faults.jitter is not None:
@@ -136,7 +138,8 @@ def _children(level: int, nodes_per_level: Sequence[int], wafers: int) -> int:
 
 
 def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: Sequence[Hashable | None],
-              factor: Mapping[str, float] | None = None, name: str = "swarmx") -> list[list[int]]:
+              factor: Mapping[str, float] | None = None, name: str = "swarmx",
+              drifting: Collection[int] = ()) -> list[list[int]]:
     """Each edge's stand-in, level by level (root first): the edge simulated in its place.
 
     Two sibling edges are in one class when their subtrees time alike: the same bandwidth factors and, level by
@@ -151,6 +154,15 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
 
     A wafer of kind ``None`` is cut off (below a node that is down): it and every edge with no other
     wafer below it stand for nothing (``-1``) and carry nothing, so they set no node apart either.
+
+    ``drifting`` names wafers with less work than the busiest in every micro-batch and nothing else of their own
+    (:func:`wss.model.folding.drift.drifting_wafers`: no slow edge, no jitter, no shared store).  They never hold up
+    a broadcast (they take every chunk sooner) nor a reduction (their gradients come sooner), so a node with a
+    busiest wafer below it times as its busiest children alone do.  Its signature is then theirs: two such nodes
+    with different drifting children are one class, and a drifting child the stand-in node has no class of is
+    simulated under it (the stand-in node's broadcast and reduction take it in; its reduction counts each member
+    it stands for).  One chain of nodes then stands for every busiest wafer, however the drifting ones hang beside
+    them.
     """
     factor = factor or {}
     depth = len(nodes_per_level)
@@ -158,6 +170,7 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
     ids: dict[Hashable, int] = {}  # a signature -> a small integer naming it
     below: list[int] = [ids.setdefault(("wafer", k), len(ids)) for k in kinds]  # what hangs under each edge
     live = [k is not None for k in kinds]  # does any wafer that trains hang below the edge?
+    paces = [k is not None and w not in drifting for w, k in enumerate(kinds)]  # ... one of the busiest?
     signatures: list[list[int]] = [[] for _ in range(depth)]
     alive: list[list[bool]] = [[] for _ in range(depth)]
     for level in range(depth, 0, -1):  # bottom-up: an edge's signature is its factor and its subtree's
@@ -165,24 +178,32 @@ def stand_ins(nodes_per_level: Sequence[int], wafers: int, fan_out: int, kinds: 
                for c in range(widths[level - 1])]
         signatures[level - 1], alive[level - 1] = sig, live
         nodes = nodes_per_level[level - 1]
-        below = [ids.setdefault(("node", level, *dict.fromkeys(x for x, ok in zip(
-            sig[i * fan_out:(i + 1) * fan_out], live[i * fan_out:(i + 1) * fan_out]) if ok)), len(ids))
-            for i in range(nodes)]
+        below = [ids.setdefault(("node", level, *_classes(sig[i * fan_out:(i + 1) * fan_out],
+                                                         live[i * fan_out:(i + 1) * fan_out],
+                                                         paces[i * fan_out:(i + 1) * fan_out])), len(ids))
+                 for i in range(nodes)]
         live = [any(live[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
+        paces = [any(paces[i * fan_out:(i + 1) * fan_out]) for i in range(nodes)]
     out: list[list[int]] = []
     parent: list[int] = [0]  # the root node stands for itself
     for level in range(1, depth + 1):
         sig = signatures[level - 1]
-        first: dict[tuple[int, int], int] = {}  # (node, signature) -> its first child edge with it
-        for c in range(widths[level - 1]):
-            first.setdefault((c // fan_out, sig[c]), c)
+        #: (the node standing for an edge's node, signature) -> the first live edge with it under the nodes it stands
+        #: for: an edge of its own first, else one of a node it stands for (simulated under it)
+        first: dict[tuple[int, int], int] = {}
         row = []
         for c in range(widths[level - 1]):
-            node = parent[c // fan_out]  # the node standing for this edge's node
             if not alive[level - 1][c]:
                 row.append(-1)
                 continue
-            row.append(first[(node, sig[c])])
+            row.append(first.setdefault((parent[c // fan_out], sig[c]), c))
         out.append(row)
         parent = row
     return out
+
+
+def _classes(sig: Sequence[int], live: Sequence[bool], paces: Sequence[bool]) -> tuple[int, ...]:
+    """A node's signature from its children's: their classes in order of first appearance, of the live ones that
+    have a busiest wafer below them where any has (:func:`stand_ins`, ``drifting``), else of every live one."""
+    keep = [x for x, ok, p in zip(sig, live, paces) if ok and p] or [x for x, ok in zip(sig, live) if ok]
+    return tuple(dict.fromkeys(keep))

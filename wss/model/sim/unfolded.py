@@ -44,7 +44,7 @@ import simpy
 from wss.model.components.part import counters_of
 from wss.model.components.swarmx_tree import LinkGroup, SwarmXTree
 from wss.model.components.wafer import KernelWork, Wafer, WaferSettings
-from wss.model.folding.drift import drift_world, drifting_wafers
+from wss.model.folding.drift import drift_world, drifting_wafers, less_work
 from wss.model.folding.fold import Fold, analyse, seconds_by_cause
 from wss.model.folding.layer_fold import (
     LayerFold,
@@ -287,12 +287,12 @@ def build_unfolded(plan: Plan, record: bool = False,
     hw, faults = plan.scenario.hardware, plan.scenario.faults
     rep = representative_wafer(plan)
     kinds = wafer_kinds(plan, plan.scenario.simulation.wafer_classes)
+    sizes = wafer_micro_batches(plan)
     classes = stand_ins(hw.swarmx.nodes_per_level(hw.wafers), hw.wafers, hw.swarmx.fan_out, kinds,
-                        faults.bandwidth_factors(), swarmx_settings(plan).name)
+                        faults.bandwidth_factors(), swarmx_settings(plan).name, _beside_the_busiest(plan, sizes, rep))
     tree = SwarmXTree(bb.env, swarmx_settings(plan), hw.swarmx.fan_out, hw.wafers, rep, faults.bandwidth_factors(),
                       classes)
     stand_in = tree.stand_in[-1]
-    sizes = wafer_micro_batches(plan)
     programs = _programs(plan, bb.program, sizes)
     base = _all_token_counts(plan, sizes)
     slots = _wafer_slots(plan, stand_in, sizes, programs, base)
@@ -308,6 +308,17 @@ def build_unfolded(plan: Plan, record: bool = False,
     offload_in = LinkGroup("wafer.offload.in", returns, mine.back) if mine.back is not None else None
     return assemble(UnfoldedCluster, bb, plan, programs[tuple(sizes[rep])], tree, mine, offload_in, own, record,
                     wafers=wafers, stand_in=list(stand_in))
+
+
+def _beside_the_busiest(plan: Plan, sizes: list[list[int]], rep: int) -> list[int]:
+    """The wafers that never hold up the busiest (:func:`~wss.model.folding.drift.less_work`), where the nodes above
+    the busiest may stand for each other whatever of these hang beside them (``stand_ins``' ``drifting``): wafer
+    classes on, and every wafer's block inputs on a store of its own without bandwidth limits (a shared or limited
+    store would let their traffic slow the busiest's)."""
+    s = plan.scenario
+    if not s.simulation.wafer_classes or not s.hardware.activation_store.is_default:
+        return []
+    return less_work(plan, sizes, rep, reachable_wafers(s))[0]
 
 
 def _wafer_slots(plan: Plan, stand_in: list[int], sizes: list[list[int]], programs: dict[tuple[int, ...], list[Pass]],
