@@ -80,6 +80,48 @@ def test_a_reduction_counts_a_stand_in_once_per_member():
     assert tree.up_edges[0][2].bytes == tree.up_edges[0][0].bytes == c
 
 
+def test_the_nodes_above_the_busiest_stand_for_each_other_beside_lighter_wafers():
+    """Nine wafers, fan-out 4: six busiest ("H") and three lighter ("L", which never hold the busiest up).
+    Node 1 has [H, H, L, L], node 0 [H, H, H, H]: classed by their busiest children alone they are one class, and
+    node 1's lighter wafers hang under node 0 in the simulated tree (wafer 6 stands for 6 and 7); node 2 has only
+    lighter ones and keeps its class.  Without ``drifting`` every node is classed by all its children."""
+    kinds = ["H"] * 6 + ["L"] * 3
+    assert stand_ins((1, 3), 9, 4, kinds) == [[0, 1, 2], [0, 0, 0, 0, 4, 4, 6, 6, 8]]
+    merged = stand_ins((1, 3), 9, 4, kinds, drifting={6, 7, 8})
+    assert merged == [[0, 0, 2], [0, 0, 0, 0, 0, 0, 6, 6, 8]]
+    # Nodes with only lighter wafers of different kinds stay apart (their own children time them).
+    assert stand_ins((1, 3), 12, 4, ["H"] * 4 + ["L"] * 4 + ["M"] * 4, drifting=set(range(4, 12)))[0] == [0, 1, 2]
+    # Busiest and lighter children in another order: still one class by the busiest alone.
+    assert stand_ins((1, 2), 8, 4, ["H", "L", "H", "L", "L", "H", "L", "H"], drifting={1, 3, 4, 6}) == \
+        [[0, 0], [0, 1, 0, 1, 1, 0, 1, 0]]
+    # The tree: node 0's broadcast copies to wafer 0 and to wafer 6 (taken in from node 1), and its reduction
+    # waits for a chunk from each, counting 4 members for wafer 0's edge and 2 for wafer 6's.
+    env = simpy.Environment()
+    c, hop = 512.0, 0.25
+    settings = SwarmXSettings(levels=2, nodes_per_level=(1, 3), link_bandwidth_Bps=1024.0, leaf_bandwidth_Bps=1024.0,
+                              hop_latency_s=hop, port_buffer_bytes=1 << 20)
+    tree = SwarmXTree(env, settings, fan_out=4, wafers=9, stand_in=merged)
+    node = tree.fanouts[1][0]
+    assert tree.fanouts[1][1] is node and tree.reducers[1][1] is tree.reducers[1][0]
+    assert node.inboxes == [tree.leaf_down(0).inbox, tree.leaf_down(6).inbox]
+    assert tree.reducers[1][0].n_children == 6 and tree.reducers[1][2].n_children == 1
+    assert tree.reducers[0][0].n_children == 3  # nodes 0 and 1 (one edge standing for two), node 2
+    out = simpy.Store(env)
+    tree.connect_root(out)
+    for link in tree.simulated_links():
+        if ".up." in link.name:
+            env.process(link.run())
+
+    def child(w: int, at: float):
+        yield env.timeout(at)
+        yield tree.leaf_up(w).inbox.put(Chunk(7, 0, 1, c, ready_at=env.now))
+
+    for w, at in ((6, 1.0), (8, 1.5), (0, 2.0)):  # the busiest last
+        env.process(child(w, at))
+    env.run()
+    assert len(out.items) == 1 and out.items[0].ready_at == 2.0 + 2 * (c / 1024.0 + hop)
+
+
 def _comparable(result: wss.Result) -> dict:
     data = json.loads(result.to_json())
     data.pop("sim_events")
