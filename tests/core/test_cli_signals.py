@@ -276,6 +276,42 @@ def test_a_signal_that_a_library_rewraps_still_ends_the_command_as_that_signal(m
     assert err == "terminated\n"
 
 
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="the re-raise uses SIGALRM (POSIX)")
+def test_a_signal_landing_in_a_weakref_callback_still_ends_the_command(monkeypatch, capsys):
+    """SIGTERM while matplotlib frees a figure (seen in CI): the handler's exception lands in a weakref callback,
+    where Python cannot raise; it used to print "Exception ignored in ... Traceback" and let the command run on
+    with the signals ignored.  It is raised again a moment later, where the command is, and ends it as SIGTERM."""
+    import gc
+    import weakref
+
+    from wss.cli import app, main
+
+    class Freed:
+        pass
+
+    def callback(_ref: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler raises Terminated here, inside the callback
+        for _ in range(100):
+            pass
+
+    def run_freeing_in_a_callback(args):
+        thing = Freed()
+        ref = weakref.ref(thing, callback)
+        del thing  # the callback runs now; its exception cannot propagate
+        assert ref() is None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the command goes on: the re-raise lands here
+            gc.collect(0)
+        raise AssertionError("the signal's exception was not raised again")
+
+    monkeypatch.setattr(app.COMMAND_MODULES[0], "run", run_freeing_in_a_callback)
+    unraisable, alarm = sys.unraisablehook, signal.getsignal(signal.SIGALRM)
+    assert main(["presets"]) == EXIT_TERMINATED
+    err = capsys.readouterr().err
+    assert err == "terminated\n"
+    assert sys.unraisablehook is unraisable and signal.getsignal(signal.SIGALRM) is alarm  # restored
+
+
 def test_an_error_without_a_signal_is_not_taken_for_one(monkeypatch):
     from wss.cli import app, main
 

@@ -88,6 +88,48 @@ def _raise_for(signum: int, frame: FrameType | None) -> None:
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
+def _raise_again(signum: int, frame: FrameType | None) -> None:
+    """The first signal's exception once more (:func:`_unraisable`): the SIGALRM handler of the re-raise."""
+    raise Terminated() if received[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+#: Python cannot raise out of a finaliser or a weakref callback (matplotlib runs some as it frees a figure's
+#: transforms): an exception raised there is printed, with its traceback, as "Exception ignored in ..." and the
+#: program goes on, with the signals ignored.  So a signal's exception that lands there is raised again a moment
+#: later, where the program is then (a SIGALRM after this many seconds, again if it lands in such a place too).
+_AGAIN_AFTER_S = 0.005
+
+
+def _ours(exc: BaseException | None) -> bool:
+    """Was ``exc`` raised by this module's signal handlers?"""
+    tb = exc.__traceback__ if isinstance(exc, KeyboardInterrupt) else None
+    while tb is not None:
+        if tb.tb_frame.f_code in (_raise_for.__code__, _raise_again.__code__):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _unraisable(previous: Callable[[sys.UnraisableHookArgs], object]) -> Callable[[sys.UnraisableHookArgs], None]:
+    """A ``sys.unraisablehook`` that, for a signal's exception Python could not raise where it landed, prints
+    nothing and raises it again shortly after (:data:`_AGAIN_AFTER_S`); anything else goes to ``previous``."""
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if _ours(unraisable.exc_value) and received:
+            signal.signal(signal.SIGALRM, _raise_again)
+            signal.setitimer(signal.ITIMER_REAL, _AGAIN_AFTER_S)
+            return
+        previous(unraisable)
+
+    return hook
+
+
+def _cancel_again() -> None:
+    """No re-raise pending any more (the command's outputs are complete, or it is over)."""
+    if hasattr(signal, "setitimer") and signal.getsignal(signal.SIGALRM) is _raise_again:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+
+
 def interrupted_code(code: int) -> int:
     """``code``, or 143 when a command reported Ctrl-C's 130 but what stopped it was SIGTERM."""
     if code == EXIT_INTERRUPTED and received and received[0] == signal.SIGTERM:
@@ -107,9 +149,14 @@ def signals_as_exceptions() -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    again = hasattr(signal, "setitimer")  # POSIX: a signal's exception swallowed in a finaliser is raised again
+    alarm = signal.getsignal(signal.SIGALRM) if again else None
+    unraisable = sys.unraisablehook
     received.clear()
     for sig in _SIGNALS:
         signal.signal(sig, _raise_for)
+    if again:
+        sys.unraisablehook = _unraisable(unraisable)
     try:
         yield
     finally:
@@ -118,6 +165,11 @@ def signals_as_exceptions() -> Iterator[None]:
         ending = is_wss_program()
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_IGN if ending else handler)
+        if again:
+            _cancel_again()
+            if alarm is not None:
+                signal.signal(signal.SIGALRM, alarm)
+            sys.unraisablehook = unraisable
 
 
 def settle() -> None:
@@ -130,6 +182,7 @@ def settle() -> None:
     """
     if threading.current_thread() is not threading.main_thread():
         return
+    _cancel_again()
     for sig in _SIGNALS:
         if signal.getsignal(sig) is _raise_for:
             signal.signal(sig, signal.SIG_IGN)
