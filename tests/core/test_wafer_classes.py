@@ -51,15 +51,17 @@ def test_identical_subtrees_are_stood_for_by_their_first_member():
     assert stand_ins((1, 2), 4, 2, ["a", "b", "a", "b"]) == [[0, 0], [0, 1, 0, 1]]
 
 
-def test_a_reduction_counts_a_stand_in_once_per_member():
-    """Three identical wafers under one node and one apart: the sum leaves once, when the one apart (the
-    last) has sent, exactly as with four children."""
+#: The chunk the reduction tests send up: its bytes, and the links' rate and hop latency.
+_C, _RATE, _HOP = 512.0, 1024.0, 0.25
+
+
+def _reducing_tree(nodes_per_level: tuple[int, ...], wafers: int, stand_in: list[list[int]]):
+    """A fan-out-4 tree of ``stand_in``'s classes with its links going up running, the root's sums collected in
+    ``out``, and ``send(w, at)``: wafer ``w`` sends one gradient chunk at time ``at``."""
     env = simpy.Environment()
-    c, hop = 512.0, 0.25
-    settings = SwarmXSettings(levels=1, nodes_per_level=(1,), link_bandwidth_Bps=1024.0, leaf_bandwidth_Bps=1024.0,
-                              hop_latency_s=hop, port_buffer_bytes=1 << 20)
-    tree = SwarmXTree(env, settings, fan_out=4, wafers=4, stand_in=stand_ins((1,), 4, 4, ["x", "x", "x", "y"]))
-    assert tree.stand_in == [[0, 0, 0, 3]] and len(tree.simulated_links()) == 4
+    settings = SwarmXSettings(levels=len(nodes_per_level), nodes_per_level=nodes_per_level, link_bandwidth_Bps=_RATE,
+                              leaf_bandwidth_Bps=_RATE, hop_latency_s=_HOP, port_buffer_bytes=1 << 20)
+    tree = SwarmXTree(env, settings, fan_out=4, wafers=wafers, stand_in=stand_in)
     out = simpy.Store(env)
     tree.connect_root(out)
     for link in tree.simulated_links():
@@ -68,16 +70,24 @@ def test_a_reduction_counts_a_stand_in_once_per_member():
 
     def child(w: int, at: float):
         yield env.timeout(at)
-        yield tree.leaf_up(w).inbox.put(Chunk(7, 0, 1, c, ready_at=env.now))
+        yield tree.leaf_up(w).inbox.put(Chunk(7, 0, 1, _C, ready_at=env.now))
 
-    env.process(child(0, 1.0))
-    env.process(child(3, 2.0))
+    return env, tree, out, lambda w, at: env.process(child(w, at))
+
+
+def test_a_reduction_counts_a_stand_in_once_per_member():
+    """Three identical wafers under one node and one apart: the sum leaves once, when the one apart (the
+    last) has sent, exactly as with four children."""
+    env, tree, out, send = _reducing_tree((1,), 4, stand_ins((1,), 4, 4, ["x", "x", "x", "y"]))
+    assert tree.stand_in == [[0, 0, 0, 3]] and len(tree.simulated_links()) == 4
+    send(0, 1.0)
+    send(3, 2.0)
     env.run()
-    assert len(out.items) == 1 and out.items[0].ready_at == 2.0 + c / 1024.0 + hop
+    assert len(out.items) == 1 and out.items[0].ready_at == 2.0 + _C / _RATE + _HOP
     tree.name_members()
     names = [link.name for link in tree.links()]
     assert names == [*(f"swarmx.down.l1.{w}" for w in range(4)), *(f"swarmx.up.l1.{w}" for w in range(4))]
-    assert tree.up_edges[0][2].bytes == tree.up_edges[0][0].bytes == c
+    assert tree.up_edges[0][2].bytes == tree.up_edges[0][0].bytes == _C
 
 
 def test_the_nodes_above_the_busiest_stand_for_each_other_beside_lighter_wafers():
@@ -96,30 +106,16 @@ def test_the_nodes_above_the_busiest_stand_for_each_other_beside_lighter_wafers(
         [[0, 0], [0, 1, 0, 1, 1, 0, 1, 0]]
     # The tree: node 0's broadcast copies to wafer 0 and to wafer 6 (taken in from node 1), and its reduction
     # waits for a chunk from each, counting 4 members for wafer 0's edge and 2 for wafer 6's.
-    env = simpy.Environment()
-    c, hop = 512.0, 0.25
-    settings = SwarmXSettings(levels=2, nodes_per_level=(1, 3), link_bandwidth_Bps=1024.0, leaf_bandwidth_Bps=1024.0,
-                              hop_latency_s=hop, port_buffer_bytes=1 << 20)
-    tree = SwarmXTree(env, settings, fan_out=4, wafers=9, stand_in=merged)
+    env, tree, out, send = _reducing_tree((1, 3), 9, merged)
     node = tree.fanouts[1][0]
     assert tree.fanouts[1][1] is node and tree.reducers[1][1] is tree.reducers[1][0]
     assert node.inboxes == [tree.leaf_down(0).inbox, tree.leaf_down(6).inbox]
     assert tree.reducers[1][0].n_children == 6 and tree.reducers[1][2].n_children == 1
     assert tree.reducers[0][0].n_children == 3  # nodes 0 and 1 (one edge standing for two), node 2
-    out = simpy.Store(env)
-    tree.connect_root(out)
-    for link in tree.simulated_links():
-        if ".up." in link.name:
-            env.process(link.run())
-
-    def child(w: int, at: float):
-        yield env.timeout(at)
-        yield tree.leaf_up(w).inbox.put(Chunk(7, 0, 1, c, ready_at=env.now))
-
     for w, at in ((6, 1.0), (8, 1.5), (0, 2.0)):  # the busiest last
-        env.process(child(w, at))
+        send(w, at)
     env.run()
-    assert len(out.items) == 1 and out.items[0].ready_at == 2.0 + 2 * (c / 1024.0 + hop)
+    assert len(out.items) == 1 and out.items[0].ready_at == 2.0 + 2 * (_C / _RATE + _HOP)
 
 
 def _comparable(result: wss.Result) -> dict:
