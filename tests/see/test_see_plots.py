@@ -87,6 +87,18 @@ def test_save_figure_formats(fc_run, tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
 
 
+def test_saved_figures_are_the_same_bytes_every_time(fc_run, tmp_path):
+    """The same scenario gives the same plots, byte for byte (an SVG's clip-path ids were random, a PDF's date
+    the moment it was written)."""
+    result, cluster = fc_run
+    one = plot_all(result, tmp_path / "one", cluster=cluster)
+    two = plot_all(result, tmp_path / "two", cluster=cluster)
+    assert [p.name for p in one] == [p.name for p in two] and any(p.suffix == ".svg" for p in one)
+    assert [p.read_bytes() for p in one] == [p.read_bytes() for p in two]
+    pdfs = [save_figure(utilisation_figure(result), tmp_path / name, formats=("pdf",))[0] for name in ("a", "b")]
+    assert pdfs[0].read_bytes() == pdfs[1].read_bytes()
+
+
 def test_memory_figure_says_what_the_summary_says(fc_run):
     """The SRAM bar's "of" is the usable SRAM, as in the summary's memory line (the total follows it)."""
     from wss.views.plots import memory_figure

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -446,12 +447,19 @@ def wafers_figure(result: Result) -> Figure:
     return fig
 
 
+#: What would make two saves of one figure differ, byte for byte: the date a vector format records, and the ids
+#: an SVG gives its clip paths and patterns (random unless salted).
+_UNDATED = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+
+
 def save_figure(fig: Figure, stem: str | Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 100) -> list[Path]:
-    """Write ``stem.<format>`` for each format atomically; return the paths."""
+    """Write ``stem.<format>`` for each format atomically; return the paths.  The same figure gives the same bytes
+    every time (no date; an SVG's ids salted with the file's name, so two figures of one page differ)."""
     out = []
     for fmt in formats:
         buf = io.BytesIO()
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata={"Date": None} if fmt == "svg" else None)
+        with matplotlib.rc_context({"svg.hashsalt": f"wss-{Path(stem).name}"}):
+            fig.savefig(buf, format=fmt, dpi=dpi, metadata=_UNDATED.get(fmt))
         out.append(atomic_write_bytes(Path(f"{stem}.{fmt}"), buf.getvalue()))
     return out
 
