@@ -16,6 +16,7 @@ whole refit, one command.  Other uses::
     python tools/calibrate.py --analytic      # report on the planner's analytic level (fast) instead of simulating
     python tools/calibrate.py --on m7,m8,m11 --params hardware.wafer.kernel_efficiency@wse2,...   # a hypothesis
     python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=8e-4   # fit the rest with a cost held
+    python tools/calibrate.py --analytic --hold hardware.activation_store.bandwidth_Bps=2.5e10   # an activation path
 
 ``--hold KEY=VALUE`` (repeatable) sets a parameter the fit does not move, in every row it applies to, before the
 fit and in the report and the leave-one-out refits: a mechanism's cost at a trial value.  A local fit cannot find
@@ -25,7 +26,9 @@ scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
     for v in 0 3e-4 8e-4; do python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=$v; done
 
 ``--start KEY=VALUE`` (repeatable) starts the search of a fitted parameter there instead of at its shipped value:
-with a scan's best value, the fit can then move such a cost both ways.  ``--no-loo`` skips the leave-one-out
+with a scan's best value, the fit can then move such a cost both ways.  A cost or bandwidth that ships at zero or
+unset in every row it would fit (``kernel_switch_s``; the activation store's ``bandwidth_Bps``, unset: no limit
+beyond the wafer's edge) is fitted only from a ``--start``.  ``--no-loo`` skips the leave-one-out
 refits (most of a fit's time) for a quick look at a hypothesis; the refit always makes them.
 
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
@@ -110,6 +113,9 @@ KNOWN = {
     # scenario states a pipeline that pays it (M4 for masked tokens, M12 for image decoding, M14 b8k for text).
     "hardware.input_pipeline.prepare_s_per_token": Parameter("hardware.input_pipeline.prepare_s_per_token", "log"),
     "hardware.input_pipeline.prepare_s_per_sample": Parameter("hardware.input_pipeline.prepare_s_per_sample", "log"),
+    # Each wafer's activation store's bandwidth (a host store; shipped unset: no limit beyond the wafer's edge), for
+    # hypotheses about the activation path: --hold sets it in every row it reaches; fitting it needs --start.
+    "hardware.activation_store.bandwidth_Bps": Parameter("hardware.activation_store.bandwidth_Bps", "log"),
 }
 INPUTS = "hardware.input_pipeline."
 #: A row is paced by its inputs when its pipeline lengthens its step by more than this fraction (a pipeline that
@@ -168,6 +174,12 @@ def _for_case(values: dict[str, float], scenario: Scenario) -> dict[str, float]:
     return out
 
 
+def _applies(key: str, case: Case) -> bool:
+    """Does a key (plain, or ``@`` a wafer or release) reach this row?"""
+    sel = _split(key)[1]
+    return sel is None or _selects(sel, _one(case))
+
+
 def _paced_by_inputs(scenario: Scenario) -> bool:
     """Does the row's input pipeline lengthen its step at the shipped values (the row then fits only that cost)?
 
@@ -190,10 +202,11 @@ def _lengthens(scenario_json: str) -> bool:
 
 
 def _shipped(scenario: Scenario, key: str) -> float:
+    """The row's value of a parameter; a field the row leaves unset (an unlimited store's bandwidth) reads 0."""
     node: object = scenario
     for part in _split(key)[0].split("."):
         node = getattr(node, part)
-    return float(node)  # type: ignore[arg-type]
+    return 0.0 if node is None else float(node)  # type: ignore[arg-type]
 
 
 def _limits(key: str, scenario: Scenario) -> tuple[float, float]:
@@ -584,6 +597,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 2
     assert isinstance(held, dict) and isinstance(start, dict)
+    unset = [k for k in fitted_keys if k not in start and KNOWN[_split(k)[0]].scale == "log"
+             and not any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)]
+    if unset and not args.at:
+        print(f"error: --params: {', '.join(unset)} ships unset or at zero in the rows it would fit, where a search "
+              "on its log scale has no slope to follow: give where to start (--start KEY=VALUE)", file=sys.stderr)
+        return 2
     values: dict[str, float] = dict(held)
     loo: dict[str, tuple[float, bool]] = {}
     if not args.at:

@@ -299,3 +299,45 @@ def test_a_recorded_run_drift_folds_and_places_each_worlds_spans_past_its_own_co
                     compared += 1
     assert compared > 10_000
     assert own <= 1e-9 * full.step_time_s < 1e-4 < naive
+
+
+def test_each_wafers_own_limited_store_drifts_with_it_and_folds_to_every_block_simulated() -> None:
+    """Cerebras-GPT 13B on 13 wafers with every wafer's block inputs on a host store of 50 GB/s of its own (the shape
+    of the ``host-2x100gbe`` preset, at a rate where the forward blocks still repeat): a smaller shard's store is its
+    own, so it drifts with its wafer; the drift fold holds, and every number equals every block of every wafer
+    simulated (1,386,322 events; before, any limited store kept such a slot simulated in full: 336,155 events)."""
+    over = {**PINNED, "hardware.wafers": 13, "training.steps": 1, "hardware.activation_store.bandwidth_Bps": 5e10}
+    folded, fc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over),
+                                   record=False)
+    full, uc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides={
+        **over, "simulation.fold_micro_batches": False, "simulation.wafer_classes": False}), record=False,
+        fold_layers=False)  # every wafer apart, every block: the stand-ins beside the busiest are checked too
+    drift = fc.folding.drift
+    assert isinstance(drift, DriftWorld) and drift.delays
+    drifting = [w.name for w in drift.wafers]
+    assert drifting and all(drift.ignores(f"{name}.store") for name in drifting)  # the stores' bandwidths drift too
+    assert not drift.ignores(f"{fc.wafer.name}.store")  # the busiest wafer's is the pacing world's
+    assert len(fc.simulated) == 3 and fc.events < uc.events / 10
+    assert _same_numbers(folded, full) == {}
+
+
+def test_a_drifting_stores_bandwidth_keeps_its_worlds_time_and_its_timer_moves_with_its_world() -> None:
+    """A limited store's bandwidth has no process of its own: its timer's callback runs with none active.  In a
+    drifting world the timer must move with that world at a pause, and the callback must read that world's clock
+    (a pause of the pacing world alone leaves a transfer of the drifting world's store where it was)."""
+    import simpy
+
+    from wss.model.components.shared_bandwidth import SharedBandwidth
+    from wss.model.folding.drift import _world_clock
+
+    env = simpy.Environment()
+    bw = SharedBandwidth(env, 1e9, "wafer.8.store")
+    drift = DriftWorld([], {id(bw): 1}, [], [], [], lags=[0.0, 0.0])
+    bw.clock = _world_clock(env, drift.lags, 1)
+    done = bw.transfer(1e6)  # alone: 1 ms
+    (timer,) = [ev for _, _, _, ev in env._queue]
+    assert drift.world_of_event(timer) == 1
+    drift._move(env, [5e-3, 0.0])  # the pacing world pauses 5 ms, the store's world not at all
+    env.run(done)
+    assert env._now == pytest.approx(1e-3)
+    assert bw.busy_s == pytest.approx(1e-3) and bw.in_progress == 0

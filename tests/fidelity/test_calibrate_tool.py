@@ -281,3 +281,37 @@ def test_no_loo_skips_the_leave_one_out_refits(calibrate, capsys, monkeypatch):
     assert calibrate.main(["--no-loo", "--on", "m7,m8", "--params", "hardware.runtime.step_overhead_s"]) == 0
     out = capsys.readouterr().out
     assert "M7 " in out and "M8 " in out and "leave out" not in out
+
+
+def test_an_activation_path_can_be_held_and_slows_only_the_rows_that_offload(calibrate, capsys, monkeypatch):
+    """``--hold hardware.activation_store.bandwidth_Bps=...``: a host store of that rate per wafer in every row; DiT-2B
+    on one CS-2 (M10) offloads about 35 GB of block inputs a step, out and back, and slows; GPT-2 small (M1) keeps
+    every activation on the wafer and does not move."""
+    monkeypatch.setattr(calibrate, "CASES", [REPO / "scenarios" / "validation" / f"measured_{name}.yaml"
+                                             for name in ("m1_gpt2_small", "m10_dit_2b_cs2")])
+
+    def rates(argv):
+        assert calibrate.main(["--at", "--analytic", *argv]) == 0
+        out = {}
+        for line in capsys.readouterr().out.splitlines():
+            words = line.split()
+            if words and words[0] in ("M1", "M10"):
+                error = next(i for i, w in enumerate(words) if w.endswith("%"))
+                out[words[0]] = float(words[error - 1])
+        return out
+
+    shipped = rates([])
+    limited = rates(["--hold", "hardware.activation_store.bandwidth_Bps=2.5e10"])
+    assert limited["M1"] == shipped["M1"]
+    assert limited["M10"] < 0.85 * shipped["M10"]
+
+
+def test_a_parameter_that_ships_unset_is_fitted_only_from_a_start(calibrate, capsys):
+    """An unlimited store's bandwidth (or a cost shipped at zero) gives a log-scale search no slope: refused without
+    ``--start``, with what to do."""
+    argv = ["--analytic", "--no-loo", "--on", "m10,m11", "--params", "hardware.activation_store.bandwidth_Bps"]
+    assert calibrate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "hardware.activation_store.bandwidth_Bps" in err and "--start" in err
+    assert calibrate._shipped(wss.load_scenario(REPO / "scenarios" / "gpt3_175b.yaml"),
+                              "hardware.activation_store.bandwidth_Bps") == 0.0

@@ -18,12 +18,18 @@ virtual time ``v`` ends when ``V = v + b / w``, and the order of those ends
 never changes once the transfer starts.  One timer is pending at a time, for the earliest end; a
 transfer that starts or ends moves it.  No process runs: the timer's callback
 does the work, so an uncontended transfer costs one timeout.
+
+The timer's callback is a :class:`_Timer`, whose ``__self__`` is the bandwidth (as a bound method's is its object),
+so a drift fold can tell which part a pending timer belongs to; and the bandwidth reads the time through
+:attr:`SharedBandwidth.clock` (the environment's ``now`` unless set), so one that belongs to a drifting world
+keeps that world's time in its timers' callbacks too (:mod:`wss.model.folding.drift`).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 
 import simpy
 
@@ -31,6 +37,19 @@ from wss.errors import SimulatedTimeOverflow
 from wss.model.components.part import Held, Process, Reading
 
 __all__ = ["SharedBandwidth"]
+
+
+class _Timer:
+    """The callback of one armed timer: calls back its bandwidth with the generation it was armed at."""
+
+    __slots__ = ("__self__", "gen")
+
+    def __init__(self, owner: SharedBandwidth, gen: int):
+        self.__self__ = owner
+        self.gen = gen
+
+    def __call__(self, _event: simpy.Event) -> None:
+        self.__self__._on_timer(self.gen)
 
 
 class SharedBandwidth:
@@ -55,6 +74,12 @@ class SharedBandwidth:
         self._timer_gen = 0
         self.bytes_moved = 0.0
         self.busy_s = 0.0
+        #: Reads the time (None: the environment's ``now``): set for a bandwidth of a drifting world, whose timers'
+        #: callbacks run with no process of that world active.
+        self.clock: Callable[[], float] | None = None
+
+    def _now(self) -> float:
+        return self.env.now if self.clock is None else self.clock()
 
     def processes(self) -> list[tuple[str, Process]]:
         return []  # passive: transfers are driven by the parts that use it
@@ -101,7 +126,7 @@ class SharedBandwidth:
 
     def _advance(self) -> None:
         """Bring the virtual clock up to now."""
-        now = self.env.now
+        now = self._now()
         if self._heap:
             self._virtual += (now - self._since) * self.bandwidth_Bps / self._weight
             self.busy_s += now - self._since
@@ -114,12 +139,11 @@ class SharedBandwidth:
             self._virtual = 0.0  # idle: restart the clock, so a lone transfer takes exactly bytes / bandwidth
             self._weight = 0.0  # and no rounding of fractional weights carries over
             return
-        gen = self._timer_gen
         delay = (self._heap[0][0] - self._virtual) * self._weight / self.bandwidth_Bps
-        if not math.isfinite(self.env.now + delay):  # an end at infinity (or NaN) would re-arm at once, forever
-            raise SimulatedTimeOverflow.on(self.name, self.env.now, self.bandwidth_Bps)
+        if not math.isfinite(self._now() + delay):  # an end at infinity (or NaN) would re-arm at once, forever
+            raise SimulatedTimeOverflow.on(self.name, self._now(), self.bandwidth_Bps)
         timer = self.env.timeout(max(0.0, delay))
-        timer.callbacks.append(lambda _ev: self._on_timer(gen))
+        timer.callbacks.append(_Timer(self, self._timer_gen))
 
     def _on_timer(self, gen: int) -> None:
         if gen != self._timer_gen:

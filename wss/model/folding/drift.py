@@ -51,10 +51,11 @@ folds less, with the same answers):
 
 A drift fold is tried only where nothing but uneven shards and stragglers sets the wafers apart (a node down may
 have made them uneven), the representative has the most work in every slot, and no drifting world shares a
-bandwidth with the pacing world (activation stores of their own, without a bandwidth limit): else every block of
-such slots is simulated, as before (:func:`drifting_wafers`).  With a straggler, every other wafer drifts ahead of
-it, in every slot.  A recorded run drift-folds too: each
-world's records are on its own axis, and its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
+bandwidth with the pacing world (activation stores of their own: on the wafers' hosts, limited or not, not on
+MemoryX): else every block of such slots is simulated, as before (:func:`drifting_wafers`).  A limited host store's
+bandwidth belongs to its wafer's world: its timers move with that world at a pause and read its clock
+(:attr:`~wss.model.components.shared_bandwidth.SharedBandwidth.clock`).  With a straggler, every other wafer
+drifts ahead of it, in every slot.  A recorded run drift-folds too: each world's records are on its own axis, and its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
 :meth:`~wss.model.folding.folded_spans.UnfoldedSpans.in_world`)."""
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ class DriftWorld:
         return world
 
     def world_of_event(self, event: simpy.Event, depth: int = 0) -> int:
-        """The world of the process a scheduled event resumes (directly or through a condition); 0 for none."""
+        """The world of the process a scheduled event resumes (directly or through a condition), or of the part whose
+        callback it runs (a drifting world's store bandwidth's timer); 0 for none."""
         for callback in event.callbacks or ():
             owner = getattr(callback, "__self__", None)
             if isinstance(owner, simpy.Process):
@@ -224,6 +226,10 @@ class DriftWorld:
                     return world
             elif isinstance(owner, Condition) and depth < 8:
                 world = self.world_of_event(owner, depth + 1)
+                if world:
+                    return world
+            elif owner is not None:
+                world = self.members.get(id(owner), 0)
                 if world:
                     return world
         return 0
@@ -744,8 +750,8 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
     them, and the micro-batch slots where some do: those with less work there (fewer samples, or no straggler's
     slowdown).  None unless the representative has the most work in every slot (it paces every broadcast and
     reduction), nothing but uneven shards and stragglers sets the wafers apart (a node down may have made them
-    uneven; a slow edge or jitter would set a pace of their own) and every such wafer's activation store is its own,
-    without a bandwidth limit (else its traffic would share a bandwidth with the pacing world's)."""
+    uneven; a slow edge or jitter would set a pace of their own) and every such wafer's activation store is its own
+    (a host store, limited or not: on MemoryX its traffic would share a bandwidth with the pacing world's)."""
     plan = cluster.plan
     if not plan.layer_runs:
         return [], frozenset()
@@ -753,9 +759,7 @@ def drifting_wafers(cluster: UnfoldedCluster, sizes: Sequence[Sequence[int]]) ->
     apart, slots = less_work(plan, sizes, rep, [w for w, s in enumerate(cluster.stand_in) if s >= 0])
     if not slots or slots <= set(plan.blocks_unfolded_in):
         return [], frozenset()
-    stand_ins = {cluster.stand_in[w] for w in apart}
-    if any(parts.store is not None and parts.store.limited for parts in cluster.wafer_parts
-           if int(parts.wafer.name.rsplit(".", 1)[1]) in stand_ins):
+    if not plan.scenario.hardware.activation_store.is_per_wafer:
         return [], frozenset()
     return apart, slots
 
@@ -801,6 +805,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
                 tops.append((level, c))
     members: dict[int, int] = {}
     links: list[Link] = []
+    bandwidths: list[Any] = []  # the drifting wafers' limited stores' bandwidths
     tops_down: list[Link] = []
     tops_up: list[Link] = []
     wafers: list[Wafer] = []
@@ -817,6 +822,10 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
                         members[id(x)] = world
                 if parts.back is not None:
                     links.append(parts.back)
+                if parts.store is not None:  # a limited store's bandwidths are its own (a host store's)
+                    for bw in (*parts.store.writes, *parts.store.reads):
+                        members[id(bw)] = world
+                        bandwidths.append(bw)
         for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
             for level in range(top_level, depth + 1):
                 for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
@@ -846,6 +855,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
             names[parts.inputs.name] = owner
             if parts.store is not None:
                 names[parts.store.name] = owner
+    names |= {bw.name: members[id(bw)] for bw in bandwidths}
     views = {group.name for group in cluster.groups()}
     leaves_up = [tree.leaf_up(int(w.name.rsplit(".", 1)[1])) for w in wafers]
     drift = DriftWorld(wafers, members, links, tops_down, tops_up, slots, recorded, leaves_up=leaves_up, views=views,
@@ -854,4 +864,11 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
     drift.lines = [_Line(drift, k) for k in range(len(tops) + 1)]
     for line in drift.lines[1:]:
         members[id(line)] = line.world
+    for bw in bandwidths:  # its timers' callbacks run with no process active: read its world's clock
+        bw.clock = _world_clock(bw.env, drift.lags, members[id(bw)])
     return drift
+
+
+def _world_clock(env: simpy.Environment, lags: list[float], world: int) -> Callable[[], float]:
+    """``now`` on world ``world``'s axis: simulated time less its pauses so far (``lags`` changes in place)."""
+    return lambda: float(env._now - lags[world])

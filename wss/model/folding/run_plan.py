@@ -114,7 +114,7 @@ def run_work(s: Scenario, p: Plan | None = None) -> RunWork:
     every_block = sum(chunk_passes(full, build_program(full))) * wafers
     faults = s.faults
     if faults.links or faults.jitter is not None or \
-            not s.hardware.activation_store.is_default:  # no drift fold is tried (drifting_wafers)
+            not s.hardware.activation_store.is_per_wafer:  # no drift fold is tried (drifting_wafers)
         return RunWork(every_block, wafers, reason)
     return RunWork(passes, wafers, reason, every_block)
 

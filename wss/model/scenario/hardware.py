@@ -425,6 +425,12 @@ class ActivationStoreConfig(Frozen):
         """Left out of the scenario (or given as it would be): serialised only otherwise."""
         return self == ActivationStoreConfig()
 
+    @property
+    def is_per_wafer(self) -> bool:
+        """Is each wafer's store its own (a host store, limited or not), so that no wafer's block inputs share a
+        bandwidth with another wafer's traffic (as they would on MemoryX's network)?"""
+        return self.location == "host"
+
 
 class HardwareConfig(Frozen):
     """The whole cluster."""

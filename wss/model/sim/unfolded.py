@@ -313,10 +313,10 @@ def build_unfolded(plan: Plan, record: bool = False,
 def _beside_the_busiest(plan: Plan, sizes: list[list[int]], rep: int) -> list[int]:
     """The wafers that never hold up the busiest (:func:`~wss.model.folding.drift.less_work`), where the nodes above
     the busiest may stand for each other whatever of these hang beside them (``stand_ins``' ``drifting``): wafer
-    classes on, and every wafer's block inputs on a store of its own without bandwidth limits (a shared or limited
-    store would let their traffic slow the busiest's)."""
+    classes on, and every wafer's block inputs on a store of its own (limited or not: a wafer with less work has fewer
+    block inputs to move through its own store; a shared store would let their traffic slow the busiest's)."""
     s = plan.scenario
-    if not s.simulation.wafer_classes or not s.hardware.activation_store.is_default:
+    if not s.simulation.wafer_classes or not s.hardware.activation_store.is_per_wafer:
         return []
     return less_work(plan, sizes, rep, reachable_wafers(s))[0]
 
