@@ -55,7 +55,8 @@ bandwidth with the pacing world (activation stores of their own: on the wafers' 
 MemoryX): else every block of such slots is simulated, as before (:func:`drifting_wafers`).  A limited host store's
 bandwidth belongs to its wafer's world: its timers move with that world at a pause and read its clock
 (:attr:`~wss.model.components.shared_bandwidth.SharedBandwidth.clock`).  With a straggler, every other wafer
-drifts ahead of it, in every slot.  A recorded run drift-folds too: each world's records are on its own axis, and its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
+drifts ahead of it, in every slot.  A recorded run drift-folds too: each world's records are on its own axis, and
+its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
 :meth:`~wss.model.folding.folded_spans.UnfoldedSpans.in_world`)."""
 
 from __future__ import annotations
