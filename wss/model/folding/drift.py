@@ -816,17 +816,9 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
             if int(w.name.rsplit(".", 1)[1]) in leaves:
                 wafers.append(w)
                 members[id(w)] = world
-        for parts in cluster.wafer_parts:
-            if members.get(id(parts.wafer)) == world:
-                for x in (parts.inputs, parts.store, parts.back):
-                    if x is not None:
-                        members[id(x)] = world
-                if parts.back is not None:
-                    links.append(parts.back)
-                if parts.store is not None:  # a limited store's bandwidths are its own (a host store's)
-                    for bw in (*parts.store.writes, *parts.store.reads):
-                        members[id(bw)] = world
-                        bandwidths.append(bw)
+        backs, own = _own_parts(cluster, world, members)
+        links += backs
+        bandwidths += own
         for direction, edges in (("down", tree.down_edges), ("up", tree.up_edges)):
             for level in range(top_level, depth + 1):
                 for c in sorted(set(tree.stand_in[level - 1]) - {-1}):
@@ -868,6 +860,27 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
     for bw in bandwidths:  # its timers' callbacks run with no process active: read its world's clock
         bw.clock = _world_clock(bw.env, drift.lags, members[id(bw)])
     return drift
+
+
+def _own_parts(cluster: UnfoldedCluster, world: int, members: dict[int, int]) -> tuple[list[Link], list[Any]]:
+    """Make the parts of world ``world``'s wafers (already ``members``) members too: their input workers, activation
+    stores and offload returns, and a limited store's bandwidths (a host store's, each wafer's own); return the
+    offload returns and those bandwidths."""
+    backs: list[Link] = []
+    bandwidths: list[Any] = []
+    for parts in cluster.wafer_parts:
+        if members.get(id(parts.wafer)) != world:
+            continue
+        for x in (parts.inputs, parts.store, parts.back):
+            if x is not None:
+                members[id(x)] = world
+        if parts.back is not None:
+            backs.append(parts.back)
+        if parts.store is not None:
+            for bw in (*parts.store.writes, *parts.store.reads):
+                members[id(bw)] = world
+                bandwidths.append(bw)
+    return backs, bandwidths
 
 
 def _world_clock(env: simpy.Environment, lags: list[float], world: int) -> Callable[[], float]:

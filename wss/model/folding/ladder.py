@@ -119,13 +119,20 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
     A folded cluster simulates both ends half as far again.  Wafers apart lengthen only the end whose fold failed
     (:func:`_stretched`): the forward passes settle at the low end, the backward passes at the high end, and each
     settles on its own (GPT-3 175B on 192 wafers with one 1.1x straggler: the forward passes by the seventh block,
-    the backward by the fourth from the end)."""
+    the backward by the fourth from the end).
+
+    A folded cluster's forward passes of the first step whose queues only rose (``exc.fills``) are buffers filling,
+    which stop once full: block inputs leaving for an activation store slower than the wafer makes them pile up in
+    the wafer's edge until the wafer waits for them.  They lengthen the low end as wafers apart do (Cerebras-GPT 13B
+    on 16 wafers with a 25 GB/s store: the forward passes repeat from the ninth block)."""
     folded = fold_decision(s)[0]
-    if not p.layer_runs or (folded and not exc.settled_late):
+    filling = folded and exc.fills and exc.direction == "forward" and not exc.step
+    if not p.layer_runs or (folded and not exc.settled_late and not filling):
         return None
-    runs = tuple(_stretched(r, "" if folded else exc.direction, exc.settled_late, p.simulated_steps == 1)
+    as_apart = not folded or filling
+    runs = tuple(_stretched(r, exc.direction if as_apart else "", exc.settled_late, p.simulated_steps == 1)
                  for r in p.layer_runs)
-    runs = tuple(q if _affordable(q, folded) else r for q, r in zip(runs, p.layer_runs))
+    runs = tuple(q if _affordable(q, not as_apart) else r for q, r in zip(runs, p.layer_runs))
     return replace(p, layer_runs=runs) if runs != p.layer_runs else None
 
 

@@ -113,14 +113,17 @@ class LayerFoldMismatch(FoldMismatch):
     second compared one its falling queued counts would take to empty at the pace they fell (:func:`_drains_in`),
     None where none fell.  ``settles``: in an uneven slot, smaller shards whose lead runs out within the stretch
     simulated or over the copies (:mod:`wss.model.folding.drift`): a longer stretch may see them back in step with
-    the largest, where an ordinary fold holds (the ladder tries one)."""
+    the largest, where an ordinary fold holds (the ladder tries one).  ``fills``: the queued counts that differed
+    only rose from one block's start to the next (:func:`_fills`): in the forward passes of a first step, buffers
+    filling (block inputs leaving for a store slower than the wafer makes them), which stop rising once full."""
 
     def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False,
-                 step: int | None = None, drains_in: int | None = None, settles: bool = False):
+                 step: int | None = None, drains_in: int | None = None, settles: bool = False, fills: bool = False):
         # All in args: SimPy re-raises a process's exception.
-        super().__init__(message, direction, micro_batch, settled_late, step, drains_in, settles)
+        super().__init__(message, direction, micro_batch, settled_late, step, drains_in, settles, fills)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
         self.settled_late, self.step, self.drains_in, self.settles = settled_late, step, drains_in, settles
+        self.fills = fills
 
     def __str__(self) -> str:
         return self.message
@@ -220,7 +223,8 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
             late = x is sa and same_state(sb.state, sc.state, p_bc)
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
                                     f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch,
-                                    settled_late=late, step=fp.step, drains_in=_drains_in(sa, sb))
+                                    settled_late=late, step=fp.step, drains_in=_drains_in(sa, sb),
+                                    fills=_fills(x, y))
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
                                 fp.micro_batch, step=fp.step)
@@ -248,6 +252,19 @@ def _without(snap: Snapshot, ignore: Callable[[str], bool]) -> Snapshot:
     """A snapshot without the counters and queues ``ignore`` names."""
     return Snapshot(snap.time, snap.timeline_len, {k: v for k, v in snap.counters.items() if not ignore(k)},
                     {k: v for k, v in snap.state.items() if not ignore(k)})
+
+
+def _counts(snap: Snapshot) -> dict[str, int]:
+    """The counts of things queued in a snapshot: its entries compared exactly that are whole numbers."""
+    return {name: h.value for name, h in snap.state.items()
+            if h.tolerance == "exact" and isinstance(h.value, int) and not isinstance(h.value, bool)}
+
+
+def _fills(sa: Snapshot, sb: Snapshot) -> bool:
+    """Did some count of things queued rise from ``sa`` to ``sb``, and none fall?"""
+    a, b = _counts(sa), _counts(sb)
+    moved = [b[name] - a[name] for name in a.keys() & b.keys() if b[name] != a[name]]
+    return bool(moved) and min(moved) > 0
 
 
 def _drains_in(sa: Snapshot, sb: Snapshot) -> int | None:
