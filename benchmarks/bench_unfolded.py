@@ -28,9 +28,11 @@ starts from a collected heap.  Both fold runs of identical blocks where the bloc
 (``wss/model/folding/layer_fold.py``); the folded run is also timed with every block simulated
 (``fold_layers=False``), the cost before layer folding, for comparison.
 
-Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart]``.  Prints medians (of
-``--repeats`` rounds).
-``--wafers 16`` (8 samples per wafer, as at full size) gives a quick look.
+Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart] [--store BYTES_PER_S]``.  Prints
+medians (of ``--repeats`` rounds).
+``--wafers 16`` (8 samples per wafer, as at full size) gives a quick look.  ``--store 2.5e10`` puts every wafer's
+block inputs on a host store of that rate of its own (the ``host-2x100gbe`` preset's) in every case, folded one
+included: limited stores drift-fold as the default one does.
 """
 
 from __future__ import annotations
@@ -85,8 +87,10 @@ def _rounds(cases: list[tuple[str, wss.Scenario]], repeats: int
             {k: statistics.median(v) for k, v in ratios.items()}, results)
 
 
-def _cases(wafers: int, apart: bool) -> list[tuple[str, list[str]]]:
+def _cases(wafers: int, apart: bool, store: float | None = None) -> list[tuple[str, list[str]]]:
     size = [f"hardware.wafers={wafers}", f"training.global_batch={8 * wafers}"]
+    if store is not None:
+        size.append(f"hardware.activation_store.bandwidth_Bps={store:g}")
     unfolded = [*size, "simulation.fold_wafers=false"]
     straggler = min(17, wafers - 1)
     depth = wss.load_scenario(SCENARIO).hardware.swarmx.levels(wafers)
@@ -109,14 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--wafers", type=int, default=192)
     ap.add_argument("--apart", action="store_true", help="also time every wafer apart (minutes at 192 wafers)")
+    ap.add_argument("--store", type=float, default=None, metavar="BYTES_PER_S",
+                    help="every wafer's block inputs on a host store of this rate of its own (e.g. 2.5e10)")
     args = ap.parse_args(argv)
     seconds, events = run_simpy_loop(100_000)
     base = events / seconds
     print(f"bare SimPy baseline: {base:,.0f} events/s")
     print("(a slow MemoryX shard does not set wafers apart: it runs folded, as the folded case)")
+    if args.store is not None:
+        print(f"(every wafer's block inputs on a host store of {args.store:g} B/s of its own)")
     print(f"{'GPT-3 175B, 1 step, ' + str(args.wafers) + ' wafers':<34} {'wall s':>10} {'events':>12} "
           f"{'events/s':>12} {'vs baseline':>12} {'step s':>12} {'/ folded':>9}")
-    cases = [(label, wss.load_scenario(SCENARIO, overrides)) for label, overrides in _cases(args.wafers, args.apart)]
+    cases = [(label, wss.load_scenario(SCENARIO, overrides))
+             for label, overrides in _cases(args.wafers, args.apart, args.store)]
     walls, ratios, results = _rounds(cases, args.repeats)
     for label, _ in cases:
         result, wall = results[label], walls[label]
