@@ -74,6 +74,7 @@ from wss.model.folding.fold import REL_TOL, close, seconds_by_cause
 from wss.model.folding.layer_fold import FoldPoint, LayerFold, LayerFoldMismatch, LayersFold
 
 if TYPE_CHECKING:
+    from wss.model.components.shared_bandwidth import SharedBandwidth
     from wss.model.components.wafer import Wafer
     from wss.model.plan import Plan
     from wss.model.sim.unfolded import UnfoldedCluster
@@ -806,7 +807,7 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
                 tops.append((level, c))
     members: dict[int, int] = {}
     links: list[Link] = []
-    bandwidths: list[Any] = []  # the drifting wafers' limited stores' bandwidths
+    bandwidths: list[SharedBandwidth] = []  # the drifting wafers' limited stores' bandwidths
     tops_down: list[Link] = []
     tops_up: list[Link] = []
     wafers: list[Wafer] = []
@@ -862,12 +863,13 @@ def drift_world(cluster: UnfoldedCluster, drifting: Sequence[int], slots: frozen
     return drift
 
 
-def _own_parts(cluster: UnfoldedCluster, world: int, members: dict[int, int]) -> tuple[list[Link], list[Any]]:
+def _own_parts(cluster: UnfoldedCluster, world: int, members: dict[int, int]
+               ) -> tuple[list[Link], list[SharedBandwidth]]:
     """Make the parts of world ``world``'s wafers (already ``members``) members too: their input workers, activation
     stores and offload returns, and a limited store's bandwidths (a host store's, each wafer's own); return the
     offload returns and those bandwidths."""
     backs: list[Link] = []
-    bandwidths: list[Any] = []
+    bandwidths: list[SharedBandwidth] = []
     for parts in cluster.wafer_parts:
         if members.get(id(parts.wafer)) != world:
             continue
