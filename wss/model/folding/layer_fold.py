@@ -272,14 +272,12 @@ def _drains_in(sa: Snapshot, sb: Snapshot) -> int | None:
     exactly, whole numbers: jobs or chunks waiting) would take to empty at the pace they fell from the first
     (``sa``): the most over the counts that fell; None where none did.  A guess the ladder tries, not an answer:
     the check decides."""
+    a, b = _counts(sa), _counts(sb)
     most = None
-    for name, hb in sb.state.items():
-        ha = sa.state.get(name)
-        if ha is None or hb.tolerance != "exact" or not all(
-                isinstance(h.value, int) and not isinstance(h.value, bool) for h in (ha, hb)):
-            continue
-        if ha.value > hb.value > 0:
-            most = max(most or 0, -(-hb.value // (ha.value - hb.value)))
+    for name, nb in b.items():
+        na = a.get(name)
+        if na is not None and na > nb > 0:
+            most = max(most or 0, -(-nb // (na - nb)))
     return most
 
 
