@@ -16,7 +16,7 @@ whole refit, one command.  Other uses::
     python tools/calibrate.py --analytic      # report on the planner's analytic level (fast) instead of simulating
     python tools/calibrate.py --on m7,m8,m11 --params hardware.wafer.kernel_efficiency@wse2,...   # a hypothesis
     python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=8e-4   # fit the rest with a cost held
-    python tools/calibrate.py --analytic --hold hardware.activation_store.bandwidth_Bps=2.5e10   # an activation path
+    python tools/calibrate.py --analytic --hold hardware.activation_store.bandwidth_Bps=2.5e10   # a store rate held
 
 ``--hold KEY=VALUE`` (repeatable) sets a parameter the fit does not move, in every row it applies to, before the
 fit and in the report and the leave-one-out refits: a mechanism's cost at a trial value.  A local fit cannot find
@@ -27,8 +27,8 @@ scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
 
 ``--start KEY=VALUE`` (repeatable) starts the search of a fitted parameter there instead of at its shipped value:
 with a scan's best value, the fit can then move such a cost both ways.  A cost or bandwidth that ships at zero or
-unset in every row it would fit (``kernel_switch_s``; the activation store's ``bandwidth_Bps``, unset: no limit
-beyond the wafer's edge) is fitted only from a ``--start``.  ``--no-loo`` skips the leave-one-out
+unset in every row it would fit (``kernel_switch_s``; an activation store's ``bandwidth_Bps`` where the rows' store
+is unlimited) is fitted only from a ``--start``.  ``--no-loo`` skips the leave-one-out
 refits (most of a fit's time) for a quick look at a hypothesis; the refit always makes them.
 
 A key ``FIELD@WAFER`` (a wafer preset's name) moves the field only in the rows run on that wafer: one
@@ -113,11 +113,13 @@ KNOWN = {
     # scenario states a pipeline that pays it (M4 for masked tokens, M12 for image decoding, M14 b8k for text).
     "hardware.input_pipeline.prepare_s_per_token": Parameter("hardware.input_pipeline.prepare_s_per_token", "log"),
     "hardware.input_pipeline.prepare_s_per_sample": Parameter("hardware.input_pipeline.prepare_s_per_sample", "log"),
-    # Each wafer's activation store's bandwidth (a host store; shipped unset: no limit beyond the wafer's edge), for
-    # hypotheses about the activation path: --hold sets it in every row it reaches; fitting it needs --start.
+    # Each wafer's activation store's bandwidth (a host store: the cluster presets' activation servers), in every row
+    # that names such a store; rows that offload no block inputs do not feel it.
     "hardware.activation_store.bandwidth_Bps": Parameter("hardware.activation_store.bandwidth_Bps", "log"),
 }
 INPUTS = "hardware.input_pipeline."
+#: The activation store the cluster presets name (configs/activation_store): where a fitted rate is written.
+STORE = "activation-servers"
 #: A row is paced by its inputs when its pipeline lengthens its step by more than this fraction (a pipeline that
 #: only overlaps the wafer's work changes the step by rounding, if at all).
 PACED_BY_INPUTS = 1e-3
@@ -126,7 +128,9 @@ PACED_BY_INPUTS = 1e-3
 #: to fit it (leave-one-out of the only row of its release).
 NEUTRAL = {"hardware.runtime.compute_efficiency": 1.0}
 #: What the refit moves: the newest release's fixed cost per step, each chip's achieved kernel efficiency,
-#: and each older release's achieved fraction of the newest release's rate (one row each).  The input
+#: each older release's achieved fraction of the newest release's rate (one row each; R1.9's, fitted on M3
+#: alone, came out at the newest release's and is held there), and the activation servers' rate per wafer (the
+#: cluster presets' store: the rows that offload block inputs feel it).  The input
 #: pipelines' preparation costs are not in it: each was read off its one input-bound calibration row (M4, M12,
 #: M14 b8k), and with them the fit would move 9 parameters on 15 rows, more than half; the report shows those
 #: rows' errors.
@@ -136,7 +140,7 @@ DEFAULT = (
     "hardware.wafer.kernel_efficiency@wse3",
     "hardware.runtime.compute_efficiency@R1.7",
     "hardware.runtime.compute_efficiency@R1.8",
-    "hardware.runtime.compute_efficiency@R1.9",
+    "hardware.activation_store.bandwidth_Bps",
 )
 #: Rows whose published setting is uncertain: each reading (label, scenario overrides) is shown.  M6: the log
 #: gives neither the sequence length nor a configuration file; 4,096 is Llama-2's context, 2,048 the other
@@ -415,6 +419,11 @@ def _role(case: Case, fitted: set[str]) -> str:
     return case.spec.calibration or "-"
 
 
+def _has_line(path: Path, name: str) -> bool:
+    """Does the preset file give ``name`` a value of its own (a ``name: value`` line, not ``null``)?"""
+    return re.search(rf"^{name}:\s*(?!null)[^\s#]+", path.read_text(), re.M) is not None
+
+
 def _preset_kind(path: Path) -> str | None:
     m = re.search(r"^kind:\s*(\S+)", path.read_text(), re.M)
     return m.group(1) if m else None
@@ -424,9 +433,12 @@ def _targets(key: str, rows: Sequence[Case] = ()) -> list[Path]:
     """The preset files a fitted key lives in: its wafer's, its release's, every runtime preset's, or the input
     pipeline preset of the kind of the rows that pay it."""
     field, sel = _split(key)
-    kind = field.split(".")[1]  # wafer | runtime | input_pipeline
+    kind = field.split(".")[1]  # wafer | runtime | input_pipeline | activation_store
     folder = ROOT / "configs" / kind
     files = sorted(folder.glob("*.yaml"))
+    if kind == "activation_store":
+        names = {_one(c).hardware.activation_store.name for c in rows} or {STORE}
+        return [p for p in files if p.stem in names and _has_line(p, field.rsplit(".", 1)[-1])]
     if kind == "wafer":
         return [folder / f"{sel}.yaml"] if sel else files
     if kind == "input_pipeline":

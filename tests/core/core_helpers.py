@@ -71,9 +71,11 @@ def scenario_dict(
 
 
 def ideal_hardware(**over: Any) -> dict:
-    """Hardware overrides that remove every stage but the ones a test wants: huge bandwidths, no latency."""
+    """Hardware overrides that remove every stage but the ones a test wants: huge bandwidths, no latency, and an
+    activation store with no limit of its own (the cluster presets' activation servers have one)."""
     base = {
         "wafer": {"io_bandwidth_Bps": HUGE},
+        "activation_store": {"preset": "host-unlimited"},
         "memoryx": {"dram_bandwidth_Bps": HUGE, "network_bandwidth_Bps": HUGE, "optimizer_flops": HUGE},
         "swarmx": {"link_bandwidth_Bps": HUGE, "hop_latency_s": 0.0},
         "inputs": {"bandwidth_Bps": HUGE, "latency_s": 0.0},

@@ -87,13 +87,23 @@ def test_a_limited_store_returns_a_block_input_once_stored_at_its_bandwidth():
 # ------------------------------------------------------------------------------------------- the default
 
 
+def _own_hardware(raw: dict) -> dict:
+    """``raw`` with its hardware spelled out part by part, without the cluster preset (whose store is its activation
+    servers): a scenario that leaves the store out then gets the model's own default."""
+    hw = {k: v for k, v in raw["hardware"].items() if k != "activation_store"}
+    hw.update(preset=None, wafer={"preset": "wse2", **hw["wafer"]}, memoryx={"preset": "memoryx-12tb", **hw["memoryx"]},
+              swarmx={"preset": "swarmx-1to4", **hw["swarmx"]})
+    return {**raw, "hardware": hw}
+
+
 def test_the_default_store_is_the_store_left_out():
-    """Omitted, given empty, or the host-unlimited preset: the same Result (the scenario keeps its hash)."""
-    omitted = wss.simulate(_raw("offload"))
-    empty = wss.simulate(_raw("offload", store={}))
+    """Left out of a hardware without a cluster preset, given empty, or the host-unlimited preset: the same Result
+    (the scenario keeps its hash); left out, it stays out of result.json."""
+    omitted = wss.simulate(_own_hardware(_raw("offload")))
+    empty = wss.simulate({**_own_hardware(_raw("offload")),
+                          "hardware": {**_own_hardware(_raw("offload"))["hardware"], "activation_store": {}}})
     assert omitted.to_json() == empty.to_json()
-    assert scenario_hash(wss.load_scenario(_raw("offload"))) == scenario_hash(wss.load_scenario(_raw("offload",
-                                                                                                      store={})))
+    assert scenario_hash(omitted.scenario) == scenario_hash(empty.scenario)
     preset = json.loads(wss.simulate(_raw("offload", store={"preset": "host-unlimited"})).to_json())
     assert preset["scenario"]["hardware"]["activation_store"]["name"] == "host-unlimited"
     data = json.loads(omitted.to_json())
@@ -101,6 +111,24 @@ def test_the_default_store_is_the_store_left_out():
     preset["scenario"], data["scenario"] = {}, {}
     assert preset == data
     assert not any("store" in k or "ports" in k for k in omitted.utilisation)
+
+
+def test_a_cluster_presets_store_is_its_activation_servers_and_a_move_to_memoryx_leaves_their_rate():
+    """The cluster presets name the activation servers (each wafer's own store, at the calibrated rate); a store moved
+    to MemoryX, in the file or by --set, keeps neither their rate nor their name, and a rate given with the move is
+    refused (it applies to a host store only)."""
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml")
+    store = s.hardware.activation_store
+    assert (store.name, store.location, store.is_per_wafer) == ("activation-servers", "host", True)
+    assert store.bandwidth_Bps and store.bandwidth_Bps > 1e9
+    for moved in (wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", {"hardware.activation_store.location": "memoryx"}),
+                  wss.load_scenario(_raw("offload", store={"location": "memoryx"}))):  # over the cluster's servers
+        assert moved.hardware.activation_store.location == "memoryx"
+        assert moved.hardware.activation_store.bandwidth_Bps is None
+        assert moved.hardware.activation_store.name == "activation-store"
+    with pytest.raises(wss.ScenarioError, match="bandwidth_Bps applies to location 'host' only"):
+        wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", {"hardware.activation_store.location": "memoryx",
+                                                         "hardware.activation_store.bandwidth_Bps": 1e10})
 
 
 # ------------------------------------------------------------------------------------------- closed forms
@@ -178,15 +206,18 @@ def test_memoryx_takes_no_host_fields():
 
 
 def test_with_memoryx_as_the_store_auto_prefers_blocks_and_the_simulator_agrees():
-    """Cerebras-GPT 13B offloads with the default store; with MemoryX as the store its 16 wafers' block inputs
-    share MemoryX's network, and the planner chooses 'blocks' instead: the simulator agrees it is faster."""
+    """Cerebras-GPT 13B offloads with a store that keeps up with the wafer's edge; with MemoryX as the store its 16
+    wafers' block inputs share MemoryX's network, and the planner chooses 'blocks' instead: the simulator agrees it
+    is faster."""
     s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", ["hardware.activation_store.location=memoryx"])
     ranked = rank_candidates(s)
     assert ranked[0].checkpointing == "blocks"
     offload = min((c for c in ranked if c.checkpointing == "offload"), key=lambda c: c.step_time_s)
     chosen = wss.simulate(s).step_time_s
     assert chosen < wss.simulate(forced_scenario(s, offload)).step_time_s
-    assert rank_candidates(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml"))[0].checkpointing == "offload"
+    unlimited = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",
+                                  ["hardware.activation_store.preset=host-unlimited"])
+    assert rank_candidates(unlimited)[0].checkpointing == "offload"
 
 
 @pytest.mark.parametrize("store", [{"location": "memoryx"}, {"bandwidth_Bps": 1e8}, {"bandwidth_Bps": 3e7}],
@@ -206,8 +237,10 @@ def test_the_estimate_and_the_planner_price_the_store_as_the_simulator_runs_it(s
 
 def test_summary_and_validate_say_where_block_inputs_go(capsys):
     source = SCENARIOS / "cerebras_gpt_13b.yaml"
-    assert main(["validate", str(source)]) == 0
-    assert "block inputs to each wafer's hosts" in capsys.readouterr().out
+    assert main(["validate", str(source), "--set", "training.activation_checkpointing=offload"]) == 0
+    assert "block inputs to each wafer's hosts at 26 GB/s both ways together" in capsys.readouterr().out
+    assert main(["validate", str(source), "--set", "hardware.activation_store.preset=host-unlimited"]) == 0
+    assert "block inputs to each wafer's hosts, as fast as the wafer's edge" in capsys.readouterr().out
     assert main(["simulate", str(source), "--set", "hardware.activation_store.location=memoryx",
                  "--set", "training.activation_checkpointing=offload"]) == 0
     out = capsys.readouterr().out

@@ -246,7 +246,9 @@ def test_a_store_slower_than_the_wafer_folds_the_forward_passes_once_its_buffers
 
     from wss.model.simulate import simulate_detailed
 
-    over = {"hardware.wafers": 16, "training.steps": 1, "hardware.activation_store.bandwidth_Bps": 2.5e10}
+    # At the calibration this was found with (a later refit moves the wafer's pace against the store's).
+    over = {"hardware.wafers": 16, "training.steps": 1, "hardware.activation_store.bandwidth_Bps": 2.5e10,
+            "hardware.wafer.kernel_efficiency": 0.35, "hardware.runtime.step_overhead_s": 0.047}
     folded, fc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over),
                                    record=False)
     full, uc = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides={

@@ -91,7 +91,8 @@ def test_other_wafers_blocks_are_checked_as_they_reach_the_fold_point_not_after_
 
     monkeypatch.setattr("wss.model.sim.unfolded.drifting_wafers", lambda cluster, sizes: ([], frozenset()))
 
-    s = wss.load_scenario(FC.parent / "gpt3_175b.yaml", {"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}]})
+    s = wss.load_scenario(FC.parent / "gpt3_175b.yaml", {"faults.stragglers": [{"wafer": 17, "slowdown": 1.1}],
+                                                         "hardware.activation_store.bandwidth_Bps": None})
     p = folding_plan(s, None)
     p = dataclasses.replace(p, layer_runs=tuple(dataclasses.replace(r, lead=2) for r in p.layer_runs))
     told: list[float] = []

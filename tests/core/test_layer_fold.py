@@ -26,6 +26,10 @@ from wss.model.simulate import simulate_detailed
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
 REL = 1e-9
+#: The calibration and activation store the fold patterns pinned below were found with (a refit moves the wafer's
+#: pace against the stream's and the store's, and with it where blocks start to repeat).
+PINNED = {"hardware.wafer.kernel_efficiency": 0.35, "hardware.runtime.step_overhead_s": 0.047,
+          "hardware.activation_store.preset": "host-unlimited"}
 
 
 def _scenario(name: str, overrides: dict[str, object]) -> wss.Scenario:
@@ -168,7 +172,7 @@ def test_unclipped_120t_folds_its_forward_passes_only_because_its_optimizer_cont
     optimizer 12.5604-12.5652 s after the block before's, where with clipping (the updates after the last
     gradient) every interval is the same.  The wafers' backward blocks stay equally long (the delays do not
     reach them here), but the step's end is the last update's, and so a sum of those phase-dependent times."""
-    folded, fc, full, uc = _pair("brain_120t", **{"training.gradient_clipping": "none"})
+    folded, fc, full, uc = _pair("brain_120t", **{"training.gradient_clipping": "none", **PINNED})
     assert fc.plan.layer_directions == ("forward",) and fc.folding.layers is not None
     assert fc.events < uc.events
     assert _numbers_that_differ(folded, full) == []
@@ -180,7 +184,7 @@ def test_unclipped_120t_folds_its_forward_passes_only_because_its_optimizer_cont
     assert len(by_size) > 1 and all(_rel(min(d), max(d)) > 1e-4 for d in by_size.values())
     smallest = min(by_size)
     unclipped = _gradient_intervals(uc, smallest)
-    clipped = _gradient_intervals(_pair("brain_120t")[3], smallest)
+    clipped = _gradient_intervals(_pair("brain_120t", **PINNED)[3], smallest)
     assert len(unclipped) == len(clipped) > 200
     assert _rel(min(clipped), max(clipped)) <= REL
     assert _rel(min(unclipped), max(unclipped)) > 1e-4
@@ -277,7 +281,7 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
     every block simulated.  Before, the fold failed in step 1 and every block of every step was simulated.  Three
     steps have two later ones, the second behind a later step's own backlog; 6 (the most that do not fold steps)
     gave the same plan and folds at twice the cost."""
-    folded, fc, full, uc = _pair("gpt3_175b", **{"training.steps": 3})
+    folded, fc, full, uc = _pair("gpt3_175b", **{"training.steps": 3, **PINNED})
     assert fc.plan.step_fold_copies == 0 and fc.plan.simulated_steps == 3
     assert fc.plan.layer_runs == (BlockRun(0, 95, settle=4, lead=26),)
     assert fc.folding.layers is not None
@@ -383,7 +387,7 @@ def test_the_faults_of_issue_23_on_192_wafers_give_the_answer_of_every_block_sim
     shards whose slot drift-folds (the smaller shards' lead runs out over the backward copies, and each waits for
     it once behind the delay: :mod:`wss.model.folding.drift`).  Every Result figure equals every block simulated
     to 1e-9 (byte for byte where nothing folds)."""
-    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides=overrides)
+    s = wss.load_scenario(ROOT / "scenarios" / "gpt3_175b.yaml", overrides={**overrides, **PINNED})
     folded, fc = simulate_detailed(s, record=False)
     full, uc = simulate_detailed(s, record=False, fold_layers=False)
     assert fc.plan.layer_runs == runs and uc.folding.layers is None

@@ -93,10 +93,10 @@ def test_the_choice_is_recorded_in_the_result_and_the_summary(tmp_path):
     assert choice.searched == ("activation_checkpointing", "micro_batch")
     assert 1 <= len(choice.alternatives) <= 4
     assert all(a.step_time_s >= choice.chosen.step_time_s for a in choice.alternatives)
-    line = "  plan         offload checkpointing, 1 micro-batch of 45 (auto; next best: blocks x 2, +"
+    line = "  plan         blocks checkpointing, 2 micro-batches of 23 and 22 (auto; next best: blocks x 3, +"
     assert line in format_result(r)
     path = r.save(tmp_path / "result.json")
-    assert json.loads(path.read_text())["plan_choice"]["chosen"]["micro_batches"] == [45]
+    assert json.loads(path.read_text())["plan_choice"]["chosen"]["micro_batches"] == [23, 22]
     assert Result.load(path) == r
 
 
@@ -156,7 +156,7 @@ def test_auto_is_within_one_percent_of_the_best_forced_alternative(model, wafers
 def test_plan_command_prints_the_choice_and_the_alternatives(capsys):
     assert main(["plan", str(SCENARIOS / "cerebras_gpt_13b.yaml"), "--top", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("cerebras-gpt-13b-16: offload checkpointing, 1 micro-batch of 45 (auto; next best:")
+    assert out.startswith("cerebras-gpt-13b-16: blocks checkpointing, 2 micro-batches of 23 and 22 (auto; next best:")
     rows = [line for line in out.splitlines() if line.split()[0].isdigit()]
     assert len(rows) == 3
     assert "analytic" in out and "crossings" in out and "simulated" not in out

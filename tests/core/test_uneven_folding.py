@@ -53,7 +53,9 @@ def test_a_first_slot_apart_keeps_the_last_apart_over_several_steps() -> None:
 
 
 #: The calibration the fold patterns below were found at.
-PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084}
+#: ... and the activation store they were found with: each wafer's own, limited only by its edge.
+PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084,
+          "hardware.activation_store.bandwidth_Bps": None}
 
 
 @cache
@@ -168,7 +170,7 @@ def test_an_uneven_slot_folding_its_backward_passes_alone_reports_every_figure_o
     from wss.model.result.measure import measure
     from wss.model.sim.unfolded import run_unfolded
 
-    over = {"hardware.wafers": 17}
+    over = {"hardware.wafers": 17, "hardware.activation_store.bandwidth_Bps": None}  # the store it was found with
     s = wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml", overrides=over)
     p = folding_plan(s, None)
     assert p.uneven_slots == {0} and p.checkpointing == "offload"

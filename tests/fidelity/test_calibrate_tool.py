@@ -283,10 +283,11 @@ def test_no_loo_skips_the_leave_one_out_refits(calibrate, capsys, monkeypatch):
     assert "M7 " in out and "M8 " in out and "leave out" not in out
 
 
-def test_an_activation_path_can_be_held_and_slows_only_the_rows_that_offload(calibrate, capsys, monkeypatch):
-    """``--hold hardware.activation_store.bandwidth_Bps=...``: a host store of that rate per wafer in every row; DiT-2B
-    on one CS-2 (M10) offloads about 35 GB of block inputs a step, out and back, and slows; GPT-2 small (M1) keeps
-    every activation on the wafer and does not move."""
+def test_the_activation_servers_rate_slows_only_the_rows_that_offload_and_is_written_to_their_preset(
+        calibrate, capsys, monkeypatch):
+    """``hardware.activation_store.bandwidth_Bps`` is the cluster presets' activation servers' rate: held slower than
+    shipped, DiT-2B on one CS-2 (M10), which offloads about 35 GB of block inputs a step, out and back, slows, while
+    GPT-2 small (M1) keeps every activation on the wafer and does not move; a fitted rate goes to that preset."""
     monkeypatch.setattr(calibrate, "CASES", [REPO / "scenarios" / "validation" / f"measured_{name}.yaml"
                                              for name in ("m1_gpt2_small", "m10_dit_2b_cs2")])
 
@@ -301,17 +302,21 @@ def test_an_activation_path_can_be_held_and_slows_only_the_rows_that_offload(cal
         return out
 
     shipped = rates([])
-    limited = rates(["--hold", "hardware.activation_store.bandwidth_Bps=2.5e10"])
+    limited = rates(["--hold", "hardware.activation_store.bandwidth_Bps=5e9"])
     assert limited["M1"] == shipped["M1"]
     assert limited["M10"] < 0.85 * shipped["M10"]
+    rows = calibrate.load_cases(calibrate.CASES)
+    assert [p.name for p in calibrate._targets("hardware.activation_store.bandwidth_Bps", rows)] == [
+        "activation-servers.yaml"]
 
 
 def test_a_parameter_that_ships_unset_is_fitted_only_from_a_start(calibrate, capsys):
-    """An unlimited store's bandwidth (or a cost shipped at zero) gives a log-scale search no slope: refused without
+    """A cost shipped at zero (or an unlimited store's bandwidth) gives a log-scale search no slope: refused without
     ``--start``, with what to do."""
-    argv = ["--analytic", "--no-loo", "--on", "m10,m11", "--params", "hardware.activation_store.bandwidth_Bps"]
+    argv = ["--analytic", "--no-loo", "--on", "m10,m11", "--params", "hardware.runtime.kernel_switch_s"]
     assert calibrate.main(argv) == 2
     err = capsys.readouterr().err
-    assert "hardware.activation_store.bandwidth_Bps" in err and "--start" in err
-    assert calibrate._shipped(wss.load_scenario(REPO / "scenarios" / "gpt3_175b.yaml"),
-                              "hardware.activation_store.bandwidth_Bps") == 0.0
+    assert "hardware.runtime.kernel_switch_s" in err and "--start" in err
+    unlimited = wss.load_scenario(REPO / "scenarios" / "gpt3_175b.yaml",
+                                  {"hardware.activation_store.preset": "host-unlimited"})
+    assert calibrate._shipped(unlimited, "hardware.activation_store.bandwidth_Bps") == 0.0

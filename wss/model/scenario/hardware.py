@@ -377,9 +377,11 @@ class RuntimeConfig(Frozen):
 class ActivationStoreConfig(Frozen):
     """Where offloaded block inputs wait (``training.activation_checkpointing: offload``), and how fast.
 
-    Omitted: a store on each wafer's own hosts that keeps up with the wafer's edge and has room for
-    everything (an ASSUMPTION: no public document says where a weight-streaming cluster keeps
-    offloaded activations; docs/model.md, "Activation offload").
+    The cluster presets name the activation servers (``configs/activation_store/activation-servers.yaml``): each
+    wafer's own store across the network, at a rate calibrated on the published runs that offload.  Omitted on a
+    hardware without a cluster preset: a store on each wafer's own hosts that keeps up with the wafer's edge and
+    has room for everything (an ASSUMPTION: no public document gives the servers' rate or room; docs/model.md,
+    "Activation offload").
     """
 
     name: str = Field("activation-store", description="Label of this activation store configuration.")
@@ -458,9 +460,10 @@ class HardwareConfig(Frozen):
     )
     activation_store: ActivationStoreConfig = Field(
         default_factory=ActivationStoreConfig,
-        description="Where offloaded block inputs wait and how fast (omitted: each wafer's hosts, no limit beyond "
-        "the wafer's edge, room for all - an ASSUMPTION). Serialised only when given, so scenarios that leave "
-        "it out keep their hash.",
+        description="Where offloaded block inputs wait and how fast. The cluster presets name the activation "
+        "servers (each wafer's own, at a calibrated rate); omitted without a cluster preset: each wafer's hosts, no "
+        "limit beyond the wafer's edge, room for all - an ASSUMPTION. Serialised only when it differs from that "
+        "default, so scenarios that leave it out keep their hash.",
     )
     allow_beyond_published_limits: Flag = Field(
         False,

@@ -127,6 +127,7 @@ def load_scenario(
         raw = {**raw, "job": {}}
     raw = _resolve_presets(raw, label, lines, overridden)
     raw = apply_overrides(raw, fields, label)
+    raw = _store_moved(raw, dict(fields))
     raw = _resolve_storage(raw, label, lines, overridden)  # again: an override may give faults.failures whole
     raw = _resolve_job(raw, label, lines, overridden, first=False)  # again: an override may name a preset
     text_problems = _unencodable_text(raw)
@@ -291,6 +292,30 @@ def _index(part: str, n: int, where: str, label: str) -> int:
     return i
 
 
+#: The activation store's fields that apply to a store on the wafer's hosts only (``ActivationStoreConfig``).
+_HOST_STORE_FIELDS = ("bandwidth_Bps", "capacity_bytes")
+
+
+def _on_memoryx(store: dict[str, Any], given: Any) -> dict[str, Any]:
+    """A store moved to MemoryX keeps only what applies there: the host-only fields and the label it had (a cluster
+    preset's activation servers: their rate, their name) go, but for those in ``given`` (set where the move is;
+    host-only ones are then refused by the store's own check)."""
+    return {k: v for k, v in store.items() if k not in (*_HOST_STORE_FIELDS, "name") or k in given}
+
+
+def _store_moved(raw: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """An override that moves the activation store to MemoryX (``hardware.activation_store.location=memoryx``)
+    drops what it would otherwise sit beside (:func:`_on_memoryx`): on MemoryX the rate and the room are MemoryX's."""
+    prefix = "hardware.activation_store."
+    if fields.get(prefix + "location") != "memoryx":
+        return raw
+    store = raw.get("hardware", {}).get("activation_store")
+    if not isinstance(store, dict):
+        return raw
+    given = {k[len(prefix):] for k in fields if k.startswith(prefix)}
+    return {**raw, "hardware": {**raw["hardware"], "activation_store": _on_memoryx(store, given)}}
+
+
 def _deep_merge(base: Any, over: Any) -> Any:
     """Merge ``over`` onto ``base``: mappings merge key by key, anything else replaces."""
     if isinstance(base, dict) and isinstance(over, dict):
@@ -323,6 +348,8 @@ def _resolve_presets(raw: dict[str, Any], label: str, lines: dict, overridden: l
                 if kind == "wafer":
                     for key in _LIMIT_KEYS:  # read by published_cluster_limit, not scenario fields
                         base.pop(key, None)
+                if kind == "activation_store" and part.get("location") == "memoryx":
+                    base = _on_memoryx(base, part)
                 hw[kind] = _deep_merge(base, part)
         raw["hardware"] = hw
 
