@@ -128,9 +128,9 @@ PACED_BY_INPUTS = 1e-3
 #: to fit it (leave-one-out of the only row of its release).
 NEUTRAL = {"hardware.runtime.compute_efficiency": 1.0}
 #: What the refit moves: the newest release's fixed cost per step, each chip's achieved kernel efficiency,
-#: each older release's achieved fraction of the newest release's rate (one row each; R1.9's, fitted on M3
-#: alone, came out at the newest release's and is held there), and the activation servers' rate per wafer (the
-#: cluster presets' store: the rows that offload block inputs feel it).  The input
+#: and each older release's achieved fraction of the newest release's rate (one row each).  Not the activation
+#: servers' rate (the cluster presets' store): one calibration row offloads (DiT-2B on a CS-2, M10), so a fitted
+#: rate would be that row's alone, with no held-out check; it ships as an assumption that row checks.  The input
 #: pipelines' preparation costs are not in it: each was read off its one input-bound calibration row (M4, M12,
 #: M14 b8k), and with them the fit would move 9 parameters on 15 rows, more than half; the report shows those
 #: rows' errors.
@@ -140,7 +140,7 @@ DEFAULT = (
     "hardware.wafer.kernel_efficiency@wse3",
     "hardware.runtime.compute_efficiency@R1.7",
     "hardware.runtime.compute_efficiency@R1.8",
-    "hardware.activation_store.bandwidth_Bps",
+    "hardware.runtime.compute_efficiency@R1.9",
 )
 #: Rows whose published setting is uncertain: each reading (label, scenario overrides) is shown.  M6: the log
 #: gives neither the sequence length nor a configuration file; 4,096 is Llama-2's context, 2,048 the other

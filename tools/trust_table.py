@@ -162,9 +162,8 @@ early ones) and input kind.  **calibrated**: a parameter was fitted to the row (
 well the fitted mechanisms can match it, not how well wss predicts); **validated**: held out of the
 fit, so its error is a prediction's.  *leave-one-out*: a calibrated row's error when the last refit
 (`python tools/refit.py`; docs/calibration.json) was run without it, a prediction too.  A release
-parameter set by its release's only row (R1.7, R1.8) has no held-out check: its row's figure,
-marked `*`, is the newest release's prediction (R1.9's row, M3, whose own fit found the newest release's
-rate, runs at it and is a row of the main fit).  An input pipeline's cost set by one row (M4, M12,
+parameter set by its release's only row (R1.7, R1.8, R1.9) has no held-out check: its row's figure,
+marked `*`, is the newest release's prediction.  An input pipeline's cost set by one row (M4, M12,
 M14 b8k) has none (`-`); the input column names the row's pipeline where it states one.  M6's sequence
 length is not in its log: the row runs at 4,096 and calibrate.py shows 2,048 beside it.
 """

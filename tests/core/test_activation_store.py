@@ -238,7 +238,7 @@ def test_the_estimate_and_the_planner_price_the_store_as_the_simulator_runs_it(s
 def test_summary_and_validate_say_where_block_inputs_go(capsys):
     source = SCENARIOS / "cerebras_gpt_13b.yaml"
     assert main(["validate", str(source), "--set", "training.activation_checkpointing=offload"]) == 0
-    assert "block inputs to each wafer's hosts at 26 GB/s both ways together" in capsys.readouterr().out
+    assert "block inputs to each wafer's hosts at 25 GB/s both ways together" in capsys.readouterr().out
     assert main(["validate", str(source), "--set", "hardware.activation_store.preset=host-unlimited"]) == 0
     assert "block inputs to each wafer's hosts, as fast as the wafer's edge" in capsys.readouterr().out
     assert main(["simulate", str(source), "--set", "hardware.activation_store.location=memoryx",
