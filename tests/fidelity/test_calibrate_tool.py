@@ -320,3 +320,22 @@ def test_a_parameter_that_ships_unset_is_fitted_only_from_a_start(calibrate, cap
     unlimited = wss.load_scenario(REPO / "scenarios" / "gpt3_175b.yaml",
                                   {"hardware.activation_store.preset": "host-unlimited"})
     assert calibrate._shipped(unlimited, "hardware.activation_store.bandwidth_Bps") == 0.0
+
+
+def test_a_parameter_one_row_alone_feels_is_found_and_its_rows_leave_one_out_is_marked(calibrate, monkeypatch):
+    """The activation store's rate moves DiT-2B on a CS-2 (M10), which offloads its block inputs, and not GPT-2 small
+    (M7), which keeps them on the wafer: fitted, it would be M10's alone, so M10's leave-one-out error could not be a
+    prediction of it; WSE-2's efficiency both feel."""
+    rows = calibrate.load_cases([REPO / "scenarios" / "validation" / f"measured_{name}.yaml"
+                                 for name in ("m7_gpt2_small_r23", "m10_dit_2b_cs2")])
+    store = calibrate.Parameter("hardware.activation_store.bandwidth_Bps", "log")
+    eff = calibrate.Parameter("hardware.wafer.kernel_efficiency@wse2", "logit")
+    values = {store.key: 2.5e10, eff.key: 0.41}
+    assert [c.name for c in calibrate.felt_by(store, rows, values, True)] == ["measured_m10_dit_2b_cs2"]
+    assert len(calibrate.felt_by(eff, rows, values, True)) == 2
+    group = calibrate.Group((store, eff), tuple(rows), None)
+    assert calibrate.set_alone([group], values, True) == {"measured_m10_dit_2b_cs2": [store.key]}
+    # The refit without a row is stubbed (its search is what the other tests time): only the mark is checked here.
+    monkeypatch.setattr(calibrate, "fit_group", lambda g, fixed, *a, **k: {p.key: values[p.key] for p in g.params})
+    loo = calibrate.leave_one_out([group], values, True, rows, alone={"measured_m10_dit_2b_cs2"})
+    assert loo["measured_m10_dit_2b_cs2"][1] and not loo["measured_m7_gpt2_small_r23"][1]
