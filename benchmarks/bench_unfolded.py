@@ -31,7 +31,7 @@ starts from a collected heap.  Both fold runs of identical blocks where the bloc
 Run: ``python benchmarks/bench_unfolded.py [--repeats N] [--wafers N] [--apart] [--store BYTES_PER_S]``.  Prints
 medians (of ``--repeats`` rounds).
 ``--wafers 16`` (8 samples per wafer, as at full size) gives a quick look.  ``--store 2.5e10`` puts every wafer's
-block inputs on a host store of that rate of its own (the ``host-2x100gbe`` preset's) in every case, folded one
+block inputs on a host store of that rate of its own (the ``activation-servers`` preset's) in every case, folded one
 included: limited stores drift-fold as the default one does.
 """
 

@@ -305,7 +305,7 @@ def test_a_recorded_run_drift_folds_and_places_each_worlds_spans_past_its_own_co
 
 def test_each_wafers_own_limited_store_drifts_with_it_and_folds_to_every_block_simulated() -> None:
     """Cerebras-GPT 13B on 13 wafers with every wafer's block inputs on a host store of 50 GB/s of its own (the shape
-    of the ``host-2x100gbe`` preset, at a rate where the forward blocks still repeat): a smaller shard's store is its
+    of the ``activation-servers`` preset, a rate where forward blocks still repeat): a smaller shard's store is its
     own, so it drifts with its wafer; the drift fold holds, and every number equals every block of every wafer
     simulated (1,386,322 events; before, any limited store kept such a slot simulated in full: 336,155 events)."""
     over = {**PINNED, "hardware.wafers": 13, "training.steps": 1, "hardware.activation_store.bandwidth_Bps": 5e10}

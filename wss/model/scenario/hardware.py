@@ -378,7 +378,7 @@ class ActivationStoreConfig(Frozen):
     """Where offloaded block inputs wait (``training.activation_checkpointing: offload``), and how fast.
 
     The cluster presets name the activation servers (``configs/activation_store/activation-servers.yaml``): each
-    wafer's own store across the network, at a rate calibrated on the published runs that offload.  Omitted on a
+    wafer's own store across the network, at 2 x 100 GbE (an assumption a published run checks).  Omitted on a
     hardware without a cluster preset: a store on each wafer's own hosts that keeps up with the wafer's edge and
     has room for everything (an ASSUMPTION: no public document gives the servers' rate or room; docs/model.md,
     "Activation offload").
@@ -461,9 +461,9 @@ class HardwareConfig(Frozen):
     activation_store: ActivationStoreConfig = Field(
         default_factory=ActivationStoreConfig,
         description="Where offloaded block inputs wait and how fast. The cluster presets name the activation "
-        "servers (each wafer's own, at a calibrated rate); omitted without a cluster preset: each wafer's hosts, no "
-        "limit beyond the wafer's edge, room for all - an ASSUMPTION. Serialised only when it differs from that "
-        "default, so scenarios that leave it out keep their hash.",
+        "servers (each wafer's own, at an assumed 2 x 100 GbE); omitted without a cluster preset: each wafer's "
+        "hosts, no limit beyond the wafer's edge, room for all - an ASSUMPTION. Serialised only when it differs "
+        "from that default, so scenarios that leave it out keep their hash.",
     )
     allow_beyond_published_limits: Flag = Field(
         False,
