@@ -73,13 +73,17 @@ def test_the_sweeps_rows_are_the_schedules_figures():
         assert cols[0] == sched.stream_s[a:b].tolist() and cols[3] == sched.up_chunks[a:b].tolist()
         assert cols[5] == sched.lead_cap[a:b].tolist()  # the cap as each pass begins
         assert cols[6] == [float(sched.lead_cap[(i + 1) % len(sched.lead_cap)]) for i in range(a, b)]
-        assert cols[12] == sched.takes_input[a:b].tolist()
-        assert cols[13] == [[float(w[i]) for w in sched.wire] for i in range(a, b)]
-        # the short way of the recursion: passes that stream, prefetch and send up nothing
-        assert cols[14] == [not (cols[1][j] or cols[3][j] or cols[7][j] or cols[11][j]) for j in range(b - a)]
+        # the shortest from a weight kernel's pass to the next (kernel_pass_min_s): weight kernels only
+        floor = model.scenario.hardware.runtime.kernel_pass_min_s
+        assert cols[12] == [floor if k >= 0 else 0.0 for k in sched.kernel[a:b].tolist()]
+        assert cols[13] == sched.takes_input[a:b].tolist()
+        assert cols[14] == [[float(w[i]) for w in sched.wire] for i in range(a, b)]
+        # the short way of the recursion: passes that stream, prefetch and send up nothing, and wait for no readying
+        assert cols[15] == [not (cols[1][j] or cols[3][j] or cols[7][j] or cols[11][j] or cols[12][j])
+                            for j in range(b - a)]
         assert sweeper.span(a, b) == (compute[a:b].tolist(), paced[a:b].tolist(),
                                       (sched.return_s[a:b] * tokens).tolist())
-    assert any(model.columns(True, True).span(a, b)[14][0] for a, b, _ in sched.segments)
+    assert any(model.columns(True, True).span(a, b)[15][0] for a, b, _ in sched.segments)
 
 
 def test_pass_seconds_are_kept_per_schedule_and_size():

@@ -63,6 +63,54 @@ def test_the_estimate_adds_the_fixed_costs_as_terms():
     assert est.step_time_s == pytest.approx(sim.step_time_s, rel=1e-3)
 
 
+def test_a_kernel_pass_shorter_than_its_minimum_waits_out_the_rest_as_switch_time():
+    """kernel_pass_min_s: with a minimum above every pass, a weight kernel's pass begins exactly that long after
+    the one before it, so raising it by d adds d per pass of a step (the run's first pass waits for none); below
+    every pass it changes nothing at all."""
+    micro_batches, kernels = 64 // 16, 2
+    passes = micro_batches * 2 * kernels
+    one, two = (_step(_raw({"kernel_pass_min_s": floor}, micro_batch=16)) for floor in (1.0, 2.0))
+    assert two.steps[1].time_s - one.steps[1].time_s == pytest.approx(passes * 1.0, rel=1e-9)
+    assert two.steps[0].time_s - one.steps[0].time_s == pytest.approx((passes - 1) * 1.0, rel=1e-9)
+    assert two.breakdown_s["switch"] - one.breakdown_s["switch"] == pytest.approx((passes - 0.5) * 1.0, rel=1e-9)
+    base = _step(_raw(micro_batch=16))
+    assert one.breakdown_s["compute"] == pytest.approx(base.breakdown_s["compute"], rel=1e-12)
+    # Every pass of this model is far longer than a picosecond: the run is the one without a minimum.
+    tiny = _step(_raw({"kernel_pass_min_s": 1e-12}, micro_batch=16))
+    assert tiny.step_time_s == base.step_time_s and tiny.breakdown_s == base.breakdown_s
+
+
+def test_a_kernel_pass_minimum_is_serialised_only_when_set():
+    """Scenarios without it keep their serialised form (and hash); one with it keeps it through a round trip."""
+    plain = wss.load_scenario(_raw())
+    assert "kernel_pass_min_s" not in plain.model_dump(mode="json")["hardware"]["runtime"]
+    floored = wss.load_scenario(_raw({"kernel_pass_min_s": 4e-4}))
+    dumped = floored.model_dump(mode="json")
+    assert dumped["hardware"]["runtime"]["kernel_pass_min_s"] == 4e-4
+    assert wss.load_scenario(dumped).hardware.runtime.kernel_pass_min_s == 4e-4
+
+
+def test_the_planner_prices_a_kernel_pass_minimum_as_the_simulator_waits_it():
+    """Between the two regimes (the backward passes of the smallest micro-batches shorter than the minimum, the
+    larger ones longer) the analytic level's waits equal the simulator's, and a long minimum favours fewer
+    micro-batches, as it would a real compiler's choice."""
+    base = _step(_raw(micro_batch=16))
+    per_pass = base.breakdown_s["compute"] / (4 * 2 * 2)  # about one pass of a micro-batch of 16
+    raw = _raw({"kernel_pass_min_s": per_pass}, micro_batch=16)
+    est, sim = estimate(wss.load_scenario(raw)), _step(raw)
+    assert 0.0 < sim.breakdown_s["switch"] < 4 * 2 * 2 * per_pass
+    # (equal but for the ideal parts' picosecond stream and latency, which the two levels round differently)
+    assert est.terms_s["switch"] == pytest.approx(sim.breakdown_s["switch"], rel=1e-6)
+    assert est.step_time_s == pytest.approx(sim.step_time_s, rel=1e-3)
+    free = {c.micro_batches: c.step_time_s for c in rank_candidates(wss.load_scenario(_raw()))}
+    floored = rank_candidates(wss.load_scenario(_raw({"kernel_pass_min_s": 10 * per_pass})))
+    assert floored[0].micro_batches == (64,)
+    cost = {c.micro_batches: c.step_time_s for c in floored}
+    # Four micro-batches wait out four times the passes: 3 x 4 passes more than one micro-batch, each ~10 x per_pass.
+    assert cost[(16,) * 4] - cost[(64,)] > 10 * (free[(16,) * 4] - free[(64,)])
+    assert cost[(16,) * 4] - cost[(64,)] == pytest.approx(3 * 4 * 10 * per_pass, rel=0.1)
+
+
 def test_input_workers_samples_per_s_bounds_the_input():
     """Input-bound: micro-batch i is ready at (i + 1) x samples / rate (the workers run one micro-batch ahead)."""
     rate = 1000.0  # samples/s; 16 samples take 16 ms, far beyond the compute of a micro-batch

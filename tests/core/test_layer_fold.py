@@ -290,6 +290,16 @@ def test_multi_step_runs_fold_layers_or_fall_back_exactly():
     _assert_same_answer(folded, full)
 
 
+def test_a_pass_minimum_that_binds_folds_blocks_and_gives_the_answer_of_every_block_simulated():
+    """kernel_pass_min_s carries from pass to pass (the time since the last weight kernel's pass began): at 30 ms,
+    which most of GPT-3 175B's passes wait for, identical blocks still repeat, and the folded run is exact."""
+    folded, fc, full, uc = _pair("gpt3_175b", **{"training.steps": 2, "hardware.runtime.kernel_pass_min_s": 0.03})
+    assert folded.breakdown_s["switch"] > 0.5 * folded.step_time_s
+    assert fc.folding.layers is not None and fc.events < uc.events / 3
+    _assert_same_answer(folded, full)
+    assert _numbers_that_differ(folded, full) == []
+
+
 _STRAGGLER = {"hardware.wafers": 16, "training.global_batch": 128, "simulation.fold_wafers": False,
               "faults.stragglers": [{"wafer": 5, "slowdown": 1.1}]}
 

@@ -52,7 +52,7 @@ PARTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "runtime fixed costs",
         "1 / the runtime's fixed costs",
         ("hardware.runtime.step_overhead_s", "hardware.runtime.micro_batch_overhead_s",
-         "hardware.runtime.kernel_switch_s"),
+         "hardware.runtime.kernel_switch_s", "hardware.runtime.kernel_pass_min_s"),
     ),
 }
 #: Fields that are costs, not rates: relaxing their part by a factor divides them by it.
@@ -212,9 +212,12 @@ def _attribute(result: Result, category: str) -> tuple[list[str], str]:
         return ["inputs"], f"the wafer waits for its input data: {input_rate_words(result.scenario)}"
     if category in ("switch", "runtime"):
         rt = result.scenario.hardware.runtime
+        floor = (f", and at least {si(rt.kernel_pass_min_s, 's')} from one kernel pass to the next"
+                 if rt.kernel_pass_min_s else "")
         return ["runtime"], (
             f"the wafer pays the runtime's fixed costs: {si(rt.step_overhead_s, 's')} per step, "
             f"{si(rt.micro_batch_overhead_s, 's')} per micro-batch, {si(rt.kernel_switch_s, 's')} per kernel pass"
+            f"{floor}"
         )
     return [], ""
 

@@ -78,6 +78,10 @@ class WaferSettings:
     kernel_switch_s, micro_batch_overhead_s, step_overhead_s
         Fixed costs: per pass of a weight kernel, at the start of every micro-batch, at the
         start of every step (the runtime's; see ``RuntimeConfig``).
+    kernel_pass_min_s
+        The shortest time from one weight kernel's pass to the next (from the start of one's work, after its
+        switch, to the next one's switch): the next pass waits out the rest, recorded as ``switch``
+        (``RuntimeConfig.kernel_pass_min_s``).
     offload_bytes_per_token
         With activation offload: for the op position that starts each block, the bytes per token of
         the block's input, written out at its forward pass and read back before its recompute.
@@ -97,6 +101,7 @@ class WaferSettings:
     loss_op: int
     ingress_buffer_bytes: int
     kernel_switch_s: float = 0.0
+    kernel_pass_min_s: float = 0.0
     micro_batch_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     offload_bytes_per_token: Mapping[int, float] = field(default_factory=dict)
@@ -140,6 +145,7 @@ class Wafer:
         #: Offloaded block inputs coming back (its own share of the ingress buffer).
         self.act_intake = ByteStore(env, settings.offload_buffer_bytes)
         self._sending: simpy.Process | None = None  # the block input being sent out, if any
+        self._kernel_began = -math.inf  # when the last weight kernel's pass began (kernel_pass_min_s)
         #: (step, micro_batch) -> succeeds when that micro-batch's forward pass is done (its loss is known).
         self.forward_done = {(p.step, p.micro_batch): env.event() for p in program
                              if p.op == settings.loss_op and p.phase == "forward"}
@@ -289,7 +295,11 @@ class Wafer:
         cycles = work.cycles[p.tokens]
         per_chunk_cycles = (cycles.backward if backward else cycles.forward) / n
         grad_c = work.grad_bytes / n
+        # The runtime readies a weight kernel's pass while the one before it runs: the pass begins no sooner
+        # than kernel_pass_min_s after that one began (a shorter pass, and what followed it, wait for it).
+        yield from self._overhead(self._kernel_began + self.settings.kernel_pass_min_s - env.now, "switch", timing)
         yield from self._overhead(self.settings.kernel_switch_s, "switch", timing)
+        self._kernel_began = env.now
         for c in range(n):
             if p.streamed:
                 t0 = env.now

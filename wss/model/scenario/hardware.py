@@ -357,6 +357,16 @@ class RuntimeConfig(Frozen):
         description="Wafer time per pass of a weight kernel (forward, recompute or backward) to switch the "
         "wafer to it: load its program and routes, start its pipeline. MemoryX keeps streaming meanwhile.",
     )
+    kernel_pass_min_s: Real = bounded(
+        0.0,
+        within=OVERHEAD,
+        description="Shortest time from the start of one weight kernel's pass (forward, recompute or backward) to "
+        "the start of the next, seconds: the runtime readies each pass (its program and routes, its weights' "
+        "stream) while the one before it runs, so a pass that begins sooner waits for it; the work between them "
+        "(attention, norms, fixed costs) counts towards it. MemoryX keeps streaming meanwhile. Unlike "
+        "kernel_switch_s it costs nothing where passes are longer: it binds small micro-batches of small models. "
+        "Serialised only when set, so scenarios without it keep their hash.",
+    )
     micro_batch_overhead_s: Real = bounded(
         0.0, description="Wafer time at the start of every micro-batch (runtime synchronisation), seconds.",
         within=OVERHEAD,
@@ -368,10 +378,18 @@ class RuntimeConfig(Frozen):
         "reporting), seconds.",
     )
 
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if not self.kernel_pass_min_s:
+            data.pop("kernel_pass_min_s", None)
+        return data
+
     @property
     def is_ideal(self) -> bool:
         """No fixed cost at all."""
-        return not (self.kernel_switch_s or self.micro_batch_overhead_s or self.step_overhead_s)
+        return not (self.kernel_switch_s or self.kernel_pass_min_s or self.micro_batch_overhead_s
+                    or self.step_overhead_s)
 
 
 class ActivationStoreConfig(Frozen):

@@ -300,6 +300,7 @@ def wafer_settings(plan: Plan) -> WaferSettings:
         loss_op=len(plan.ops) - 1,
         ingress_buffer_bytes=s.hardware.wafer.ingress_buffer_bytes,
         kernel_switch_s=s.hardware.runtime.kernel_switch_s,
+        kernel_pass_min_s=s.hardware.runtime.kernel_pass_min_s,
         micro_batch_overhead_s=s.hardware.runtime.micro_batch_overhead_s,
         step_overhead_s=s.hardware.runtime.step_overhead_s,
         offload_bytes_per_token=offload,

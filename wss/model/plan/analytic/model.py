@@ -181,13 +181,14 @@ class StepModel:
     def forward_starts(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """The kernel of each forward pass of a kernel in a micro-batch of ``tokens`` tokens, and when the pass
         starts if nothing waits: the passes before it, each the longer of its paced compute and its stream
-        (what the next step's updates are measured against, with global-norm clipping)."""
+        and at least the shortest a weight kernel's pass may take (what the next step's updates are measured
+        against, with global-norm clipping)."""
         key = (recompute, tokens)
         if key not in self._forward_starts:
             sched = self.schedule(recompute)
             _, paced = self.pass_seconds(recompute, tokens)
             forward = sched.phase == 0
-            took = np.maximum(paced, sched.stream_s)[forward]
+            took = np.maximum(np.maximum(paced, sched.stream_s), self.columns(recompute, False).floor)[forward]
             starts = np.concatenate(([0.0], np.cumsum(took)[:-1]))
             kernels = sched.kernel[forward]
             self._forward_starts[key] = (kernels[kernels >= 0], starts[kernels >= 0])
@@ -196,21 +197,23 @@ class StepModel:
     def send_waits(self, tokens: int) -> float:
         """With offload: how long a micro-batch of ``tokens`` tokens waits in its forward pass for its block inputs
         to leave SRAM (:mod:`~wss.model.plan.analytic.sends`; each pass the longer of its paced compute and its
-        stream, as in :meth:`forward_starts`)."""
+        stream, and at least the shortest a weight kernel's pass may take, as in :meth:`forward_starts`)."""
         if tokens not in self._send_waits:
             if self._sends is None:
                 sched, path = self.schedule(True), self.path
                 self._sends = Sends(sched.pos, sched.phase, self.block_inputs(), path.edge_Bps, path.port_buffer_bytes,
                                     path.offload_chunk_bytes)
             _, paced = self.pass_seconds(True, tokens)
-            self._send_waits[tokens] = self._sends.waits(np.maximum(paced, self.schedule(True).stream_s), tokens)
+            took = np.maximum(np.maximum(paced, self.schedule(True).stream_s), self.columns(True, False).floor)
+            self._send_waits[tokens] = self._sends.waits(took, tokens)
         return self._send_waits[tokens]
 
     def columns(self, recompute: bool, offload: bool) -> Columns:
         """A schedule's figures as the sweeps read them (shared by every micro-batch size)."""
         key = (recompute, offload)
         if key not in self._columns:
-            self._columns[key] = Columns(self.schedule(recompute, offload))
+            self._columns[key] = Columns(self.schedule(recompute, offload),
+                                         self.scenario.hardware.runtime.kernel_pass_min_s)
         return self._columns[key]
 
     def sweeper(self, recompute: bool, tokens: int, offload: bool = False) -> Sweeper:

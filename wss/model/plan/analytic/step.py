@@ -71,9 +71,11 @@ class _Step:
     closing: float  # the update term when the step ends the run (with clipping every update, not the first)
     input_wait: float  # waits for the inputs of micro-batches after the first
     held: float  # the wafer's waits for its offloaded block inputs (in the passes)
+    readied: float  # the wafer's waits for its next pass to be readied (kernel_pass_min_s; in the passes)
     last_micro_batch: float  # the wafer's time on the last micro-batch once its input is there
     slack: float  # how long before the last micro-batch's passes the next input's transfer could start
     paced: tuple[float, float, float]  # pass seconds paced by compute, the stream, flash
+    since: float  # from the start of its last weight kernel's pass to its end (at most kernel_pass_min_s)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class _Candidate:
         self.per_sample = inputs.per_sample
         self.prepare_rate = inputs.prepare_rate
         self.before_input = inputs.before_input
+        self.pass_min = model.scenario.hardware.runtime.kernel_pass_min_s  # the wafer's shortest from pass to pass
 
     def sweeper(self, m: int) -> Sweeper:
         return self.model.sweeper(self.recompute, self.micro_batches[m] * self.tokens_per_sample, self.offload)
@@ -120,9 +123,10 @@ class _Candidate:
         return inp.latency_s + input_transfer_s(self.micro_batches[m], self.per_sample, inp.bandwidth_Bps,
                                                 self.prepare_rate)
 
-    def runs(self, lead: float, slack: float) -> tuple[list[Sweep], list[float], float]:
+    def runs(self, lead: float, slack: float, since: float) -> tuple[list[Sweep], list[float], float]:
         """Each micro-batch's sweep and its wait for input, for a step starting with ``lead``, whose first
-        micro-batch's passes began ``slack`` after the next input's transfer could; and that slack of the last.
+        micro-batch's passes began ``slack`` after the next input's transfer could and ``since`` after the last
+        weight kernel's pass began (at most ``kernel_pass_min_s``); and that slack of the last.
 
         Inputs are double-buffered: micro-batch m's transfer starts once m - 1's input is there and the wafer
         has begun m - 1, before it pays m - 1's fixed costs and waits for anything (components/inputs.py)."""
@@ -140,13 +144,15 @@ class _Candidate:
                 idle = fixed + wait
                 if idle:  # the stream runs ahead and the gradients drain while the wafer pays and waits
                     lead, lag = min(sweeper.first_cap, lead + idle), max(0.0, lag - idle)
+                    since = min(self.pass_min, since + idle)
             waits.append(wait)
-            sw = sweeper.sweep(lead, lag)
+            sw = sweeper.sweep(lead, lag, since)
             runs.append(sw)
             # Identical micro-batches settle on one lead and lag: snap to them so the rest repeat.
             tol = 1e-12 * sw.duration
             lead = lead if abs(sw.lead_out - lead) <= tol else sw.lead_out
             lag = lag if abs(sw.lag_out - lag) <= tol else sw.lag_out
+            since = since if abs(sw.since_out - since) <= tol else sw.since_out
         return runs, waits, slack
 
     def optimizer(self, runs: list[Sweep], waits: list[float]) -> tuple[float, float, float, float]:
@@ -179,12 +185,12 @@ class _Candidate:
         queue = queue if queue > 1e-9 * (own + drain) else 0.0  # rounding, not a queue
         return drain, own, queue, own
 
-    def step(self, lead: float, slack: float) -> _Step:
-        """One step whose first pass finds ``lead`` seconds of its stream already done and begins ``slack`` after
-        its second input's transfer could (:meth:`runs`)."""
+    def step(self, lead: float, slack: float, since: float) -> _Step:
+        """One step whose first pass finds ``lead`` seconds of its stream already done, begins ``slack`` after
+        its second input's transfer could and ``since`` after the last weight kernel's pass began (:meth:`runs`)."""
         n_mb = len(self.micro_batches)
         jobs = self.model.jobs
-        runs, waits, slack = self.runs(lead, slack)
+        runs, waits, slack = self.runs(lead, slack, since)
         passes = sum(sw.duration for sw in runs)
         compute = sum(sw.compute for sw in runs)
         # The flash channel serves every prefetch and every flash read of the optimizer, one at a time.
@@ -201,8 +207,9 @@ class _Candidate:
         paced = (math.fsum(sw.paced[0] for sw in runs), math.fsum(sw.paced[1] for sw in runs),
                  math.fsum(sw.paced[2] for sw in runs))
         held = sum(sw.held for sw in runs)
-        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, closing, sum(waits), held, last,
-                     slack, paced)
+        readied = sum(sw.readied for sw in runs)
+        return _Step(passes, compute, flash_wait, channel, after, drain, own, queue, closing, sum(waits), held,
+                     readied, last, slack, paced, runs[-1].since_out)
 
 
 @dataclass(frozen=True)
@@ -226,6 +233,7 @@ class _Boundary:
     lead: float  # the stream done for the step's first pass as it begins
     slack: float  # how long after the step's second input's transfer could start its first pass begins
     start: float  # the step's own time before its first pass (the rest of the boundary is the previous step's)
+    since: float  # from the previous step's last weight kernel's pass to the first pass (at most kernel_pass_min_s)
 
     @classmethod
     def after(cls, cand: _Candidate, prev: _Step) -> _Boundary:
@@ -246,7 +254,8 @@ class _Boundary:
         lead = min(covered, cand.sweeper(0).first_cap)
         begins = runtime + late + sum(exposed)  # the first pass, after the previous step's last one
         start = begins - (prev.drain + prev.queue + prev.update)
-        return cls(late, exposed[0], exposed[1], exposed[2], exposed[3], lead, begins - max(0.0, early), start)
+        return cls(late, exposed[0], exposed[1], exposed[2], exposed[3], lead, begins - max(0.0, early), start,
+                   min(cand.pass_min, prev.since + begins))
 
 
 @dataclass(frozen=True)
@@ -277,13 +286,15 @@ def _run(cand: _Candidate, n_steps: int) -> _Run:
     runtime = cand.before_input[1]
     start = max(runtime, input_wait)
     begins = max(start, way.fill_s)  # the first pass; the second input's transfer could start at input_wait
-    opening = cand.step(min(max(0.0, start - way.fill_s), cand.sweeper(0).first_cap), begins - input_wait)
+    # No weight kernel's pass before the run's first: it waits for none.
+    opening = cand.step(min(max(0.0, start - way.fill_s), cand.sweeper(0).first_cap), begins - input_wait,
+                        cand.pass_min)
     if n_steps > 1:
         second = _Boundary.after(cand, opening)
-        later = cand.step(second.lead, second.slack)
+        later = cand.step(second.lead, second.slack, second.since)
         boundary = _Boundary.after(cand, later)
     else:
-        later, second = opening, _Boundary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        later, second = opening, _Boundary(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         boundary = second
     return _Run(opening, later, second, boundary, input_wait, max(0.0, input_wait - runtime), begins,
                 max(0.0, way.fill_s - start))
@@ -312,7 +323,8 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
             else 0.0
 
     held = mean(opening.held, later.held)  # waits for block inputs: the offload term, not the passes'
-    passes = mean(opening.passes, later.passes) - held
+    readied = mean(opening.readied, later.readied)  # waits for the next pass to be readied: the switch term
+    passes = mean(opening.passes, later.passes) - held - readied
     compute = mean(opening.compute, later.compute)
     flash_wait = mean(opening.flash_wait, later.flash_wait)
     fill = run.fill_open / n_steps + between("fill")
@@ -324,7 +336,7 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
         flash += (_flash_excess(later, second.start) + (n_steps - 2) * _flash_excess(later, boundary.start)) / n_steps
     input_s = run.opening_wait / n_steps + between("late_input") + mean(opening.input_wait, later.input_wait)
     terms = {"passes": passes, "fill": fill, "drain": drain, "update": update, "optimizer_tail": queue,
-             "flash_excess": flash, "input": input_s, "offload": held}
+             "flash_excess": flash, "input": input_s, "offload": held, "switch": readied}
     breakdown = {
         "compute": compute,
         "stream": passes - compute - flash_wait,
@@ -333,11 +345,13 @@ def _per_step(run: _Run, n_steps: int) -> tuple[dict[str, float], dict[str, floa
         "bubble": fill + drain + update,
         "input": input_s,
         "offload": held,
+        "switch": readied,
     }
     pacing = dict.fromkeys(BREAKDOWN_CATEGORIES, 0.0)
     for i, c in enumerate(("compute", "stream", "flash")):
         pacing[c] = mean(opening.paced[i], later.paced[i])
-    for c in ("flash", "optimizer", "bubble", "input", "offload"):  # the terms outside the passes pace themselves
+    # The terms outside the passes (and the waits for a pass to be readied) pace themselves.
+    for c in ("flash", "optimizer", "bubble", "input", "offload", "switch"):
         pacing[c] += breakdown[c] - (flash_wait if c == "flash" else 0.0)
     return terms, breakdown, pacing
 
@@ -384,9 +398,10 @@ def evaluate(model: StepModel, micro_batches: tuple[int, ...], checkpointing: st
     recomputed = model.recomputed if cand.recompute else 0
     switch, runtime = fixed_costs_s(s.hardware.runtime, len(micro_batches), weight_passes(len(model.kernels),
                                                                                            recomputed))
-    offload = _offload_s(cand, terms["passes"]) if checkpointing == "offload" else 0.0
+    offload = _offload_s(cand, terms["passes"] + terms["switch"]) if checkpointing == "offload" else 0.0
     for part in (terms, breakdown, pacing):
-        part["switch"], part["runtime"] = switch, runtime
+        part["switch"] += switch  # the switches in series, after the waits for passes to be readied
+        part["runtime"] = runtime
         part["offload"] += offload
     terms = {k: terms[k] for k in TERMS}
     breakdown, pacing = ({k: part[k] for k in BREAKDOWN_CATEGORIES} for part in (breakdown, pacing))

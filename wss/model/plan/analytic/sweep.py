@@ -37,15 +37,18 @@ class Columns:
     (GPT-3 175B: 2,890 passes, 16 columns).  Without offload the recursion never reads which passes wait for a
     block input nor the wire's figures: those come out empty."""
 
-    def __init__(self, sched: Schedule):
+    def __init__(self, sched: Schedule, pass_min_s: float = 0.0):
+        """``pass_min_s``: the shortest a weight kernel's pass holds the wafer (``kernel_pass_min_s``)."""
         offload = bool(sched.takes_input.any())
         to_memoryx = (sched.phase == 2) & (sched.kernel >= 0)
+        self.pass_min = pass_min_s
+        self.floor = np.where(sched.kernel >= 0, pass_min_s, 0.0)
         # A pass that streams nothing, prefetches nothing and sends nothing up takes its compute, and the stream
         # runs ahead meanwhile (a non-weight op): the recursion's short way, which adds the same numbers.
-        quiet = (sched.chunks == 0) & (sched.up_chunks == 0) & (sched.flash_s == 0.0) & ~to_memoryx
+        quiet = (sched.chunks == 0) & (sched.up_chunks == 0) & (sched.flash_s == 0.0) & ~to_memoryx & (self.floor == 0)
         self._arrays = [sched.stream_s, sched.chunks, sched.up_s, sched.up_chunks, sched.lag_cap, sched.lead_cap,
                         np.roll(sched.lead_cap, -1), sched.flash_s, sched.flash_share, sched.climb_s,
-                        sched.up_chunk_s, to_memoryx]
+                        sched.up_chunk_s, to_memoryx, self.floor]
         self._takes = sched.takes_input if offload else None
         self._wire = np.stack(sched.wire, axis=1) if offload else None
         self._quiet = quiet
@@ -54,8 +57,9 @@ class Columns:
     def span(self, a: int, b: int) -> list[list[Any]]:
         """Passes ``a .. b - 1``: stream, chunks, up, up chunks, lag cap, lead cap as each pass begins and as it
         ends, flash seconds and share, climb, up chunk seconds, whether its gradient goes to MemoryX, whether it
-        takes its block's input, its wire figures (one list of :data:`~wss.model.plan.analytic.returns.WIRE`
-        per pass), and whether it streams, prefetches and sends up nothing."""
+        takes its block's input, the shortest it may take (``kernel_pass_min_s``, weight kernels), its wire figures
+        (one list of :data:`~wss.model.plan.analytic.returns.WIRE` per pass), and whether it streams, prefetches and
+        sends up nothing."""
         key = (a, b)
         found = self._spans.get(key)
         if found is None:
@@ -81,6 +85,8 @@ class Sweep:
     arrivals: np.ndarray  # when each backward kernel pass's gradient reaches MemoryX, from the start
     held: float = 0.0  # the wafer's waits for its offloaded block inputs (the offload category)
     returning_out: float = 0.0  # edge seconds of block inputs still to come back (within a micro-batch only)
+    readied: float = 0.0  # the wafer's waits for a weight kernel's pass to be readied (kernel_pass_min_s; switch)
+    since_out: float = 0.0  # time since the last weight kernel's pass began, as it ends (at most kernel_pass_min_s)
 
 
 class Sweeper:
@@ -98,10 +104,10 @@ class Sweeper:
         self.returns = returns_s
         self.columns = columns  # the schedule's figures as Python lists, segment by segment (see Columns)
         self.first_cap = float(sched.lead_cap[0]) if sched.lead_cap.size else 0.0
-        self._segments: dict[tuple[int, float, float, float], Sweep] = {}
+        self._segments: dict[tuple[int, float, float, float, float], Sweep] = {}
         # class -> the lead, lag and block inputs on the wire it was last swept from, and its scale
-        self._last: dict[int, tuple[float, float, float, float]] = {}
-        self._sweeps: dict[tuple[float, float], Sweep] = {}
+        self._last: dict[int, tuple[float, float, float, float, float]] = {}
+        self._sweeps: dict[tuple[float, float, float], Sweep] = {}
         self._spans: dict[tuple[int, int], tuple[list[float], list[float], list[float]]] = {}
 
     def span(self, a: int, b: int) -> tuple[list[float], list[float], list[float]]:
@@ -124,25 +130,27 @@ class Sweeper:
         total = float(time.sum())
         return float(time[sched.phase != 0].sum()) / total if total > 0 else 0.5
 
-    def sweep(self, lead: float, lag: float) -> Sweep:
-        """The micro-batch from ``lead`` and ``lag`` (computed once per pair)."""
-        key = (lead, lag)
+    def sweep(self, lead: float, lag: float, since: float = 0.0) -> Sweep:
+        """The micro-batch from ``lead``, ``lag`` and ``since`` (computed once per triple): ``since`` is the time
+        since the last weight kernel's pass began, as the micro-batch begins (it matters below
+        ``kernel_pass_min_s`` only, and is kept at most that)."""
+        key = (lead, lag, since)
         if key not in self._sweeps:
-            self._sweeps[key] = self._sweep(lead, lag)
+            self._sweeps[key] = self._sweep(lead, lag, since)
         return self._sweeps[key]
 
-    def _sweep(self, lead: float, lag: float) -> Sweep:
-        t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
+    def _sweep(self, lead: float, lag: float, since: float) -> Sweep:
+        t = compute = flash = flash_wait = held = readied = p_c = p_s = p_f = 0.0
         back = 0.0  # every block input is taken by its recompute: none is on the wire when a micro-batch starts
         parts: list[np.ndarray] = []
         segment = self._segment
         for cls, spans in self.sched.runs:
             i, n = 0, len(spans)
             while i < n:
-                seg = segment(*spans[i], cls, lead, lag, back)
-                lead, lag, back = seg.lead_out, seg.lag_out, seg.returning_out
+                seg = segment(*spans[i], cls, lead, lag, back, since)
+                lead, lag, back, since = seg.lead_out, seg.lag_out, seg.returning_out, seg.since_out
                 # A fixed point: every copy left in the run repeats this one.
-                copies = n - i if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back) is seg else 1
+                copies = n - i if i + 1 < n and segment(*spans[i + 1], cls, lead, lag, back, since) is seg else 1
                 if seg.arrivals.size:  # (a forward segment sends no gradient up)
                     if copies > 1:
                         starts = t + seg.duration * np.arange(copies)
@@ -154,43 +162,52 @@ class Sweeper:
                 flash += copies * seg.flash
                 flash_wait += copies * seg.flash_wait
                 held += copies * seg.held
+                readied += copies * seg.readied
                 paced = seg.paced
                 p_c, p_s, p_f = p_c + copies * paced[0], p_s + copies * paced[1], p_f + copies * paced[2]
                 i += copies
         arrivals = np.concatenate(parts) if parts else np.zeros(0)
-        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals, held)
+        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), arrivals, held, readied=readied,
+                     since_out=since)
 
-    def _segment(self, a: int, b: int, cls: int, lead: float, lag: float, back: float) -> Sweep:
-        """One segment; a class met again from (nearly) the same lead, lag and returns repeats its sweep."""
+    def _segment(self, a: int, b: int, cls: int, lead: float, lag: float, back: float, since: float) -> Sweep:
+        """One segment; a class met again from (nearly) the same lead, lag, returns and time since the last weight
+        kernel's pass began repeats its sweep."""
         if self.plain is not None and back == 0.0 and cls in self.sched.plain_classes:
-            return self.plain._segment(a, b, self.sched.plain_classes[cls], lead, lag, 0.0)
-        found = self._segments.get((cls, lead, lag, back))
+            return self.plain._segment(a, b, self.sched.plain_classes[cls], lead, lag, 0.0, since)
+        key = (cls, lead, lag, back, since)
+        found = self._segments.get(key)
         if found is not None:
             return found
         last = self._last.get(cls)
         if last is not None:
-            tol = 1e-12 * last[3]
-            if abs(last[0] - lead) <= tol and abs(last[1] - lag) <= tol and abs(last[2] - back) <= tol:
-                return self._segments[(cls, last[0], last[1], last[2])]
-        seg = self._run(a, b, lead, lag, back)
-        self._segments[(cls, lead, lag, back)] = seg
-        self._last[cls] = (lead, lag, back, max(seg.duration, lead, lag, back))
+            tol = 1e-12 * last[4]
+            if abs(last[0] - lead) <= tol and abs(last[1] - lag) <= tol and abs(last[2] - back) <= tol \
+                    and abs(last[3] - since) <= tol:
+                return self._segments[(cls, last[0], last[1], last[2], last[3])]
+        seg = self._run(a, b, lead, lag, back, since)
+        self._segments[key] = seg
+        self._last[cls] = (lead, lag, back, since, max(seg.duration, lead, lag, back))
         return seg
 
-    def _run(self, a: int, b: int, lead: float, lag: float, back: float) -> Sweep:
+    def _run(self, a: int, b: int, lead: float, lag: float, back: float, since: float) -> Sweep:
         """The recursion over passes ``a .. b - 1`` (see the module docstring); ``back``: edge seconds of block
-        inputs still to come back (:mod:`~wss.model.plan.analytic.returns`)."""
-        stream, chunks, up, up_chunks, lag_cap, cap_in, cap_out, flash_s, share, climb, up_chunk, returns, takes, \
-            wire, quiet = self.columns.span(a, b)
+        inputs still to come back (:mod:`~wss.model.plan.analytic.returns`); ``since``: see :func:`_readied`."""
+        stream, chunks, up, up_chunks, lag_cap, cap_in, cap_out, flash_s, share, climb, up_chunk, returns, floor, \
+            takes, wire, quiet = self.columns.span(a, b)
         comp, paced, adds = self.span(a, b)
-        t = compute = flash = flash_wait = held = p_c = p_s = p_f = 0.0
+        t = compute = flash = flash_wait = held = readied = p_c = p_s = p_f = 0.0
+        most = self.columns.pass_min  # ``since`` is kept at most this: any longer is as long
         arrivals = []
         for i in range(b - a):  # conditional expressions, not max() and min(): this loop is the level's hot path
             c, n, s_total = comp[i], chunks[i], stream[i]
+            gap = floor[i] - since if floor[i] > 0.0 else 0.0  # a weight kernel's pass: readied since the last began
             if back > 0.0 or adds[i] > 0.0:  # block inputs share the wire: a pass of its own
-                hold, dur, lead, back = _returning(c, n, s_total, paced[i], lead, back, adds[i], takes[i],
-                                                   cap_in[i], cap_out[i], up_chunks[i], lag + up[i] - lag_cap[i],
-                                                   wire[i])
+                hold, dur, lead, back, gap = _returning(c, n, s_total, paced[i], lead, back, adds[i], takes[i],
+                                                        cap_in[i], cap_out[i], up_chunks[i],
+                                                        lag + up[i] - lag_cap[i], wire[i], gap)
+                if gap > 0.0:
+                    lag = lag - gap if lag > gap else 0.0
             elif quiet[i]:  # dur = c, no wait: what the lines below come to, each float added the same way
                 ahead = lead + c
                 lead = ahead if ahead < cap_out[i] else cap_out[i]
@@ -199,9 +216,12 @@ class Sweeper:
                 t += c
                 compute += c
                 p_c += c
+                since = since + c if since + c < most else most
                 continue
             else:
                 hold = 0.0
+                if gap > 0.0:
+                    lead, lag = _readied(lead, lag, gap, cap_in[i])
                 if n:
                     first = s_total / n - lead
                     dur = paced[i] + first if first > 0.0 else paced[i] + 0.0
@@ -221,10 +241,13 @@ class Sweeper:
             else:
                 rest = lag - dur
                 lag = rest if rest > 0.0 else 0.0
-            t += dur
+            t += dur + gap
             compute += c
             flash += flash_s[i]
             held += hold
+            readied += gap
+            ahead = dur - hold if floor[i] > 0.0 else since + dur  # (from the weight pass's start, after its hold)
+            since = ahead if ahead < most else most
             wait = dur - hold - c  # all for the weight path: updates, inputs, offload are other terms
             if wait > 0.0:
                 w_f, w_s = wait * share[i], wait * (1.0 - share[i])
@@ -245,15 +268,31 @@ class Sweeper:
             if returns[i]:
                 queued = lag - up_chunk[i]
                 arrivals.append(t + (queued if queued > 0.0 else 0.0) + climb[i])
-        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), np.array(arrivals), held, back)
+        return Sweep(t, compute, flash, flash_wait, lead, lag, (p_c, p_s, p_f), np.array(arrivals), held, back, readied,
+                     since)
+
+
+def _readied(lead: float, lag: float, gap: float, cap: float) -> tuple[float, float]:
+    """The wafer's wait of ``gap`` seconds for a weight kernel's pass to be readied: the lead and lag after it.
+
+    The runtime readies each weight kernel's pass while the one before it runs, and a pass begins no sooner than
+    ``kernel_pass_min_s`` after that one began (the work between them counts): the recursion carries ``since``, the
+    time since the last one began (kept at most the minimum), and a pass that finds less waits out the rest
+    (``gap``).  Meanwhile the stream runs ahead to its cap and the way up drains, as while the wafer pays a fixed
+    cost.  With block inputs coming back, the wait follows the block's input (:func:`_returning`)."""
+    return (lead + gap if lead + gap < cap else cap), (lag - gap if lag > gap else 0.0)
 
 
 def _returning(c: float, n: int, s_total: float, paced: float, lead: float, back: float, add: float, takes: bool,
                cap_in: float, cap_out: float, up_chunks: int, up_full: float,
-               wire: list[float]) -> tuple[float, float, float, float]:
+               wire: list[float], ready: float = 0.0) -> tuple[float, float, float, float, float]:
     """One pass while block inputs come back on the wire its stream crosses (module
     :mod:`~wss.model.plan.analytic.returns`): the wafer's wait for its block's input (a recompute's first op),
-    the pass's seconds with that wait, and the lead and block inputs left after it.
+    the pass's seconds with that wait, the lead and block inputs left after it, and its wait to be readied.
+
+    ``ready``: how long after its start a weight kernel's pass is readied (``kernel_pass_min_s`` less the time since
+    the last one began); the wafer waits for it after its block's input, the stream runs ahead to its cap
+    meanwhile and block inputs still on the wire come back (an approximation: each as if the wire were its own).
 
     ``cap_in`` and ``cap_out`` cap the lead as the pass begins and ends; ``up_full`` is when the way up has room
     for its last gradient chunk (``lag + U - cap_up``)."""
@@ -265,6 +304,10 @@ def _returning(c: float, n: int, s_total: float, paced: float, lead: float, back
         hold = run + back - run * r
         lead += run * q
         back = 0.0
+    gap = max(0.0, ready - hold)
+    if gap > 0.0:
+        lead = min(cap_in, lead + gap)
+        back = max(0.0, back - gap)
     back += add
     if n:
         first = max(0.0, s_total / n - lead)
@@ -278,4 +321,4 @@ def _returning(c: float, n: int, s_total: float, paced: float, lead: float, back
     # The stream moves at q of its pace while block inputs wait; they take the wire whenever it does not.
     ahead = min(cap_out, lead - s_total + dur - min(dur, back / r) * (1.0 - q))
     back = max(0.0, back - dur + on_wire * max(0.0, ahead - lead + s_total))
-    return hold, hold + dur, ahead, back
+    return hold, hold + dur, ahead, back, gap
