@@ -193,6 +193,60 @@ def test_a_run_out_must_be_followed_by_a_block_in_the_pacing_worlds_step(driven_
             drift.check_after({wafer.name: marks})
 
 
+def _settling(driven: tuple[float, float, float], cause: str = "stream") -> tuple[list, dict]:
+    """As :func:`_timeline`, with three blocks after the one behind the delay, waiting ``driven`` in turn."""
+    spans = [(0.0, 1.0, "compute", 10), (1.0, 2.0, "compute", 20), (2.0, 3.0, "compute", 30),
+             (3.0, 4.2, "stream", 30)]
+    marks = {10: (0.0, 0, 0.0), 20: (1.0, 1, 1.0), 30: (2.0, 2, 2.0), 40: (4.2, 4, 3.0)}
+    t = 4.2
+    for i, wait in enumerate(driven):
+        p = 40 + 10 * i
+        spans += [(t, t + 1.0, "compute", p), (t + 1.0, t + 1.0 + wait, cause if i == 1 else "stream", p)]
+        t += 1.0 + wait
+        marks[p + 10] = (t, len(spans), 4.0 + i)
+    return spans, marks
+
+
+@pytest.mark.parametrize(("driven", "cause", "holds"), [
+    ((0.6, 0.4, 0.5), "stream", True),  # a block more to settle: two pacing periods together, then one
+    ((0.6, 0.4, 0.6), "stream", False),  # the block after them is not a pacing block
+    ((0.6, 0.3, 0.5), "stream", False),  # the two together are shorter than two periods: still gaining
+    ((0.6, 0.4, 0.5), "input", False),  # as long, but the second waits for something else
+])
+def test_a_run_out_may_take_one_block_more_to_settle(driven, cause, holds) -> None:
+    spans, marks = _settling(driven, cause)
+    wafer = _drifter(spans)
+    drift = DriftWorld([wafer], {id(wafer): 1}, [], [], [], lags=[0.0, 0.0])
+    drift.delays.append(_DELAY)
+    drift.ran_out[(wafer.name, _POINT.c)] = "stream"
+    if holds:
+        drift.check_after({wafer.name: marks})
+    else:
+        with pytest.raises(LayerFoldMismatch, match="its lead ran out over the copies"):
+            drift.check_after({wafer.name: marks})
+
+
+def test_gpt3_on_37_wafers_drift_folds_where_a_run_out_takes_a_block_more_to_settle() -> None:
+    """GPT-3 175B on 37 wafers with each wafer's block inputs on activation servers of 25 GB/s (the cluster presets'),
+    one step: in the backward passes of the slot whose micro-batches differ, wafer 20's lead runs out over the
+    copies, and after its wait behind the delay its block inputs, coming back beside the weights, take one more
+    block to settle (one block waits longer than the pacing period, the next as much less).  The drift fold holds,
+    and every number equals every block simulated (before: that slot simulated every block, 1.4 million events)."""
+    over = {"hardware.wafers": 37, "hardware.wafer.kernel_efficiency": 0.41, "hardware.runtime.step_overhead_s": 0.052,
+            "hardware.activation_store.bandwidth_Bps": 2.5e10}
+    s = wss.load_scenario(SCENARIOS / "gpt3_175b.yaml", overrides=over)
+    folded, fc = simulate_detailed(s, record=False)
+    full, uc = simulate_detailed(s, record=False, fold_layers=False)
+    drift = fc.folding.drift
+    assert isinstance(drift, DriftWorld) and not fc.plan.blocks_unfolded_in
+    two = [(w.name, d.point.direction) for d in drift.delays for w in drift.world_wafers(d.world)
+           if (w.name, d.point.c) in drift.ran_out and DriftWorld._settled(
+               fc.folding.wafer_marks[w.name], d.point, d.block + d.seconds / d.point.copies) == 2]
+    assert two == [("wafer.20", "backward")]
+    assert fc.events < uc.events / 8
+    assert _same_numbers(folded, full) == {}
+
+
 def test_a_cluster_of_even_shards_has_no_drifting_world() -> None:
     """Nothing changes where no slot is uneven: no drifting world, no link counts by pass."""
     _, c = simulate_detailed(wss.load_scenario(SCENARIOS / "cerebras_gpt_13b.yaml",

@@ -43,8 +43,9 @@ folds less, with the same answers):
   any fold's (the drifting worlds' parts checked on their own axis);
 * each drifting wafer's first block behind the delay repeats its free block, or waits longer for one cause alone
   (its lead ran out), and then the block after keeps the pacing world's step, waiting the free block's causes and
-  ``P - δ`` more of that one (``settles`` where a forward run-out is refused: a longer stretch before the fold may
-  see the wafers back in step);
+  ``P - δ`` more of that one, or the two blocks after it do together, and the one after them alone (its block inputs
+  coming back beside the stream may take a block more to settle) (``settles`` where a forward run-out is refused: a
+  longer stretch before the fold may see the wafers back in step);
 * a delayed chunk that finds its inbox full goes in no later than the rest of its broadcast went into theirs (the
   broadcast would have waited for it); a gradient that crosses off its pass's axis does not complete its reduction
   before the pause, and is let go without anything waiting behind it where the drifting world hears that late.
@@ -62,7 +63,7 @@ its parts' spans go past its own block copies (:attr:`DriftWorld.world_layers`,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container, Generator, Sequence
+from collections.abc import Callable, Container, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -261,11 +262,11 @@ class DriftWorld:
             return None
         return lambda name: self.ignores(name, drifting)
 
-    def marked_passes(self, f: FoldPoint) -> tuple[int, int, int, int]:
+    def marked_passes(self, f: FoldPoint) -> tuple[int, ...]:
         """The first passes of the block before a fold point's compared ones (:meth:`_drifted_before`), of the
-        block its copies end before (the first behind its delay line) and of the two blocks after it: the wafers
-        mark them (:meth:`at_mark`, :meth:`check_after`)."""
-        return 2 * f.a - f.b, f.c, 2 * f.c - f.b, 3 * f.c - 2 * f.b
+        block its copies end before (the first behind its delay line) and of the blocks after it, up to the pass
+        after the fourth: the wafers mark them (:meth:`at_mark`, :meth:`check_after`)."""
+        return 2 * f.a - f.b, f.c, *(k * f.c - (k - 1) * f.b for k in (2, 3, 4, 5))
 
     def lag(self, pass_index: int, world: int) -> float:
         """How far ahead of the simulation world ``world`` is for a chunk of ``pass_index``: its delays at the fold
@@ -544,7 +545,14 @@ class DriftWorld:
         """After the run: every drifting wafer ended its block behind each of its world's delay lines (checked as
         it did, :meth:`at_mark`); where its lead ran out over the copies, its next block kept the pacing world's
         step (the pacing period), waiting that much longer than a compared block in the cause it waited for
-        behind the delay, and in nothing else."""
+        behind the delay, and in nothing else.
+
+        Or it took one more block to settle (:meth:`_settled`): its next two blocks together keep two pacing
+        periods, split as two pacing blocks, and the block after them keeps one.  Where its block inputs come back
+        over the wire the weights cross from a store of its own, the one wait behind the delay moves them against
+        the weight stream, and the next block waits a little longer and the one after as much less (GPT-3 175B on
+        25 wafers: 52.7 us each way); the wafer then stands where a run that kept the pacing step all along would,
+        and every number equals the run that simulates every block (tests/core/test_drift_fold.py)."""
         for delay in self.delays:
             f = delay.point
             for w in self.world_wafers(delay.world):
@@ -555,20 +563,33 @@ class DriftWorld:
                 cause = self.ran_out.get((w.name, f.c))
                 if cause is None:
                     continue
-                p2, p3 = 2 * f.c - f.b, 3 * f.c - 2 * f.b
+                p2 = 2 * f.c - f.b
                 period = delay.block + delay.seconds / f.copies
-                if p3 not in own or not close(own[p3][0] - own[p2][0], period):
+                blocks = self._settled(own, f, period)
+                if not blocks:
                     raise LayerFoldMismatch(f"{w.name}: its lead ran out over the copies at pass {f.c}, and its "
                                             "next block did not keep the pacing world's step", f.direction,
                                             f.micro_batch, step=f.step)
-                a = seconds_by_cause(w.timeline[own[f.a][1]:own[f.b][1]])
-                b = seconds_by_cause(w.timeline[own[p2][1]:own[p3][1]])
-                a[cause] = a.get(cause, 0.0) + period - delay.block
+                a = {c: blocks * v for c, v in seconds_by_cause(w.timeline[own[f.a][1]:own[f.b][1]]).items()}
+                b = seconds_by_cause(w.timeline[own[p2][1]:own[(blocks + 2) * f.c - (blocks + 1) * f.b][1]])
+                a[cause] = a.get(cause, 0.0) + blocks * (period - delay.block)
                 for c in a.keys() | b.keys():
-                    if abs(a.get(c, 0.0) - b.get(c, 0.0)) > REL_TOL * period:
+                    if abs(a.get(c, 0.0) - b.get(c, 0.0)) > REL_TOL * blocks * period:
                         raise LayerFoldMismatch(f"{w.name}: its lead ran out over the copies at pass {f.c}, and its "
                                                 f"next block spent {b.get(c, 0.0)!r} s on {c}, not {a.get(c, 0.0)!r}",
                                                 f.direction, f.micro_batch, step=f.step)
+
+    @staticmethod
+    def _settled(own: Mapping[int, tuple[float, int, float]], f: FoldPoint, period: float) -> int:
+        """How many blocks after its first behind the delay a wafer whose lead ran out took to keep the pacing
+        step: 1 (the next block is a pacing period long), 2 (the next two are two periods long together and the
+        block after them one), or 0 (neither: the fold is refused)."""
+        p2, p3, p4, p5 = (k * f.c - (k - 1) * f.b for k in (2, 3, 4, 5))
+        if p3 in own and close(own[p3][0] - own[p2][0], period):
+            return 1
+        if p5 in own and close(own[p4][0] - own[p2][0], 2 * period) and close(own[p5][0] - own[p4][0], period):
+            return 2
+        return 0
 
     def _same_causes(self, w: Wafer, first: tuple[int, int], second: tuple[int, int], f: FoldPoint,
                      where: str) -> None:
@@ -732,7 +753,8 @@ def waited_for(wafer: Wafer, delay: Delay, free: tuple[int, int], block: tuple[i
     block where the real run has it, keeping step with the same chunk of the pacing world (every earlier wait
     was for a chunk a whole number of pacing periods before, and they come ``P`` apart, longer than its own
     block); its copies (free blocks) and this block's wait add up to what its blocks took.  Allowed where the
-    extra time is one cause alone and the block after it is a pacing block (:meth:`DriftWorld.check_after`); else the
+    extra time is one cause alone and the block after it is a pacing block, or the two after it are two
+    (:meth:`DriftWorld.check_after`); else the
     ladder folds less (``settles`` in the forward passes: a longer stretch may see the wafers back in step)."""
     f = delay.point
     a = seconds_by_cause(wafer.timeline[free[0]:free[1]])
