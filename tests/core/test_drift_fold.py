@@ -175,13 +175,9 @@ def test_a_run_out_is_one_cause_of_waiting_alone() -> None:
         waited_for(wafer, _DELAY, (0, 1), (1, 2), 0.0)  # nothing ran out
 
 
-@pytest.mark.parametrize(("driven_wait", "other", "holds"), [
-    (0.5, "stream", True),  # a pacing block: the free block and P - its block more of the stream
-    (0.4, "stream", False),  # shorter than the pacing period: the wafer is still gaining
-    (0.5, "input", False),  # as long, but waiting for something else
-])
-def test_a_run_out_must_be_followed_by_a_block_in_the_pacing_worlds_step(driven_wait, other, holds) -> None:
-    spans, marks = _timeline(driven_wait, other)
+def _check_run_out(spans: list, marks: dict, holds: bool) -> None:
+    """A drifting wafer whose lead ran out at ``_POINT`` (waiting for the stream): the check after the run passes
+    on its ``spans`` and ``marks``, or refuses them."""
     wafer = _drifter(spans)
     drift = DriftWorld([wafer], {id(wafer): 1}, [], [], [], lags=[0.0, 0.0])
     drift.delays.append(_DELAY)
@@ -191,6 +187,15 @@ def test_a_run_out_must_be_followed_by_a_block_in_the_pacing_worlds_step(driven_
     else:
         with pytest.raises(LayerFoldMismatch, match="its lead ran out over the copies"):
             drift.check_after({wafer.name: marks})
+
+
+@pytest.mark.parametrize(("driven_wait", "other", "holds"), [
+    (0.5, "stream", True),  # a pacing block: the free block and P - its block more of the stream
+    (0.4, "stream", False),  # shorter than the pacing period: the wafer is still gaining
+    (0.5, "input", False),  # as long, but waiting for something else
+])
+def test_a_run_out_must_be_followed_by_a_block_in_the_pacing_worlds_step(driven_wait, other, holds) -> None:
+    _check_run_out(*_timeline(driven_wait, other), holds)
 
 
 def _settling(driven: tuple[float, float, float], cause: str = "stream") -> tuple[list, dict]:
@@ -214,16 +219,7 @@ def _settling(driven: tuple[float, float, float], cause: str = "stream") -> tupl
     ((0.6, 0.4, 0.5), "input", False),  # as long, but the second waits for something else
 ])
 def test_a_run_out_may_take_one_block_more_to_settle(driven, cause, holds) -> None:
-    spans, marks = _settling(driven, cause)
-    wafer = _drifter(spans)
-    drift = DriftWorld([wafer], {id(wafer): 1}, [], [], [], lags=[0.0, 0.0])
-    drift.delays.append(_DELAY)
-    drift.ran_out[(wafer.name, _POINT.c)] = "stream"
-    if holds:
-        drift.check_after({wafer.name: marks})
-    else:
-        with pytest.raises(LayerFoldMismatch, match="its lead ran out over the copies"):
-            drift.check_after({wafer.name: marks})
+    _check_run_out(*_settling(driven, cause), holds)
 
 
 def test_gpt3_on_37_wafers_drift_folds_where_a_run_out_takes_a_block_more_to_settle() -> None:
