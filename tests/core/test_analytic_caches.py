@@ -140,3 +140,24 @@ def test_a_sweeps_optimizer_queue_is_kept_per_kind_of_job():
         direct = optimizer.fifo(sw.arrivals, model.jobs.services(kind, m, n)[0][order])
         assert model.fifo(sw, order, kind, m, n) == direct
     assert len({model.fifo(sw, order, *ask) for ask in asks}) > 2
+
+
+def test_forward_starts_wait_for_each_weight_pass_to_be_readied_from_the_last_ones_start():
+    """With kernel_pass_min_s the forward starts (clipping's yardstick; the sends with offload read the same) keep
+    every weight kernel's pass at least the minimum after the last one began, and no more than that: work between
+    them (attention, norms) counts towards it, as in the sweep and the simulator."""
+    floor = 4e-4
+    s = wss.load_scenario(REPO / "scenarios" / "bert_large.yaml", overrides={
+        "training.global_batch": 16, "hardware.runtime.kernel_pass_min_s": floor})
+    model = plan_inputs(s, None).costing.model
+    tokens = 16 * s.seq_len
+    _, starts = model.forward_starts(False, tokens)
+    gaps = [b - a for a, b in zip(starts.tolist(), starts[1:].tolist())]
+    assert min(gaps) == pytest.approx(floor, rel=1e-9)  # some passes wait: the minimum binds
+    sched = model.schedule(False)
+    _, paced = model.pass_seconds(False, tokens)
+    took = [max(p, st) for p, st in zip(paced[sched.phase == 0].tolist(), sched.stream_s[sched.phase == 0].tolist())]
+    weight = (sched.kernel[sched.phase == 0] >= 0).tolist()
+    plain = [sum(took[:i]) for i in range(len(took)) if weight[i]]  # the starts if nothing waited
+    for gap, a, b in zip(gaps, plain, plain[1:]):
+        assert gap == pytest.approx(max(floor, b - a), rel=1e-9)  # only what the minimum asks beyond the work

@@ -8,6 +8,7 @@ candidate (micro-batches and checkpointing) in the terms of :mod:`wss.model.plan
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -180,15 +181,15 @@ class StepModel:
 
     def forward_starts(self, recompute: bool, tokens: int) -> tuple[np.ndarray, np.ndarray]:
         """The kernel of each forward pass of a kernel in a micro-batch of ``tokens`` tokens, and when the pass
-        starts if nothing waits: the passes before it, each the longer of its paced compute and its stream
-        and at least the shortest a weight kernel's pass may take (what the next step's updates are measured
-        against, with global-norm clipping)."""
+        starts if nothing waits: the passes before it, each the longer of its paced compute and its stream, and
+        the waits for weight kernels' passes to be readied (:meth:`_readied`; what the next step's updates are
+        measured against, with global-norm clipping)."""
         key = (recompute, tokens)
         if key not in self._forward_starts:
             sched = self.schedule(recompute)
             _, paced = self.pass_seconds(recompute, tokens)
             forward = sched.phase == 0
-            took = np.maximum(np.maximum(paced, sched.stream_s), self.columns(recompute, False).floor)[forward]
+            took = self._readied(recompute, np.maximum(paced, sched.stream_s))[forward]
             starts = np.concatenate(([0.0], np.cumsum(took)[:-1]))
             kernels = sched.kernel[forward]
             self._forward_starts[key] = (kernels[kernels >= 0], starts[kernels >= 0])
@@ -197,16 +198,34 @@ class StepModel:
     def send_waits(self, tokens: int) -> float:
         """With offload: how long a micro-batch of ``tokens`` tokens waits in its forward pass for its block inputs
         to leave SRAM (:mod:`~wss.model.plan.analytic.sends`; each pass the longer of its paced compute and its
-        stream, and at least the shortest a weight kernel's pass may take, as in :meth:`forward_starts`)."""
+        stream, and the waits for weight kernels' passes to be readied, as in :meth:`forward_starts`)."""
         if tokens not in self._send_waits:
             if self._sends is None:
                 sched, path = self.schedule(True), self.path
                 self._sends = Sends(sched.pos, sched.phase, self.block_inputs(), path.edge_Bps, path.port_buffer_bytes,
                                     path.offload_chunk_bytes)
             _, paced = self.pass_seconds(True, tokens)
-            took = np.maximum(np.maximum(paced, self.schedule(True).stream_s), self.columns(True, False).floor)
+            took = self._readied(True, np.maximum(paced, self.schedule(True).stream_s))
             self._send_waits[tokens] = self._sends.waits(took, tokens)
         return self._send_waits[tokens]
+
+    def _readied(self, recompute: bool, took: np.ndarray) -> np.ndarray:
+        """Each pass's seconds ``took`` and then the wafer's wait for the next pass to be readied, where that is a
+        weight kernel's: it begins no sooner than ``kernel_pass_min_s`` after the last one began (the sweep's
+        ``since``, here from a micro-batch that starts with none before it), so the passes' starts are the running
+        sums.  ``took`` itself where there is no minimum."""
+        floor = self.columns(recompute, False).floor
+        if not floor.any():
+            return took
+        out = took.astype(float)
+        since = math.inf
+        for i, (t, m) in enumerate(zip(took.tolist(), floor.tolist())):
+            if m > 0.0:
+                if m > since:
+                    out[i - 1] += m - since
+                since = 0.0
+            since += t
+        return out
 
     def columns(self, recompute: bool, offload: bool) -> Columns:
         """A schedule's figures as the sweeps read them (shared by every micro-batch size)."""

@@ -38,7 +38,8 @@ class Columns:
     block input nor the wire's figures: those come out empty."""
 
     def __init__(self, sched: Schedule, pass_min_s: float = 0.0):
-        """``pass_min_s``: the shortest a weight kernel's pass holds the wafer (``kernel_pass_min_s``)."""
+        """``pass_min_s``: the shortest time from the start of one weight kernel's pass to the next
+        (``kernel_pass_min_s``); ``floor`` has it for each weight kernel's pass, 0 for the others."""
         offload = bool(sched.takes_input.any())
         to_memoryx = (sched.phase == 2) & (sched.kernel >= 0)
         self.pass_min = pass_min_s
