@@ -9,7 +9,8 @@ times the cases that make classes differ:
 * ``unfolded, uniform``: every wafer alike (the same step time as folded: the classes collapse the
   tree to one path);
 * ``unfolded, 1 straggler``: wafer 17 computes 1.1x slower (its path and its siblings apart);
-* ``unfolded, uneven shards``: 8 more samples than 8 per wafer, so wafers 0-7 have 9;
+* ``unfolded, uneven shards``: 8 more samples than 8 per wafer, so eight wafers have 9 (spread over the tree:
+  0, 16, 32, 64, 80, 96, 128 and 144, ``wss/model/scenario/shards.py``);
 * ``unfolded, 1 slow edge``: the root's edge ``swarmx.l1.1`` at half rate;
 * ``unfolded, 1 node down``: the second node of the level above the wafers (``swarmx.l<D>.n1``) out of service,
   its wafers cut off and the batch split over the others (uneven shards);

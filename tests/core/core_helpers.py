@@ -23,6 +23,20 @@ SCENARIOS = REPO / "scenarios"
 HUGE = 1e18
 
 
+@contextlib.contextmanager
+def larger_shards_first() -> Any:
+    """Put an uneven batch's larger shards on the first wafers (``numpy.array_split`` order), as wss did before it
+    spread them over the tree (``wss/model/scenario/shards.py``).  The drift-fold tests were written on those
+    layouts: they hang drifting subtrees at every level of the tree, which gives several drifting worlds, run-outs
+    and chunks that cross early on few wafers.  The spread placement reaches the same structures only where one or
+    two wafers take a sample more."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("wss.model.scenario.shards.spread_order", lambda wafers, fan_out: list(range(wafers)))
+        yield
+
+
 def deep_merge(base: dict, over: dict) -> dict:
     """Merge ``over`` onto a copy of ``base`` (mappings key by key, anything else replaces)."""
     out = copy.deepcopy(base)

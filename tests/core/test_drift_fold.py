@@ -16,7 +16,7 @@ from functools import cache
 from types import SimpleNamespace
 
 import pytest
-from core_helpers import SCENARIOS, result_numbers
+from core_helpers import SCENARIOS, larger_shards_first, result_numbers
 
 import wss
 from wss.model.folding.drift import Delay, DriftWorld, waited_for
@@ -28,6 +28,14 @@ REL = 1e-9
 #: ... and the activation store they were found with: each wafer's own, limited only by its edge.
 PINNED = {"hardware.wafer.kernel_efficiency": 0.59, "hardware.runtime.step_overhead_s": 0.084,
           "hardware.activation_store.bandwidth_Bps": None}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _larger_shards_first():
+    """Every test here runs on the layouts it was written on: the larger shards on the first wafers
+    (``larger_shards_first``).  ``test_shard_placement.py`` drift-folds the default, spread placement."""
+    with larger_shards_first():
+        yield
 
 
 @cache

@@ -324,7 +324,9 @@ def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_start
     slow = wss.load_scenario(GPT3, {"hardware.wafers": 9,
                                     "faults.links": [{"edge": "swarmx.l1.1", "bandwidth_factor": 0.5}]})
     work, every = run_work(nine), run_work(slow)
-    assert work.wafers == every.wafers == 4
+    # at most 3 wafers (6 of 171 spread one under each leaf node, 3 of 170 beside them: the run simulates 2); with
+    # the slow edge its subtree is a class of its own
+    assert (work.wafers, every.wafers) == (3, 5)
     assert work.most_chunk_passes is not None and work.most_chunk_passes > 2 * work.chunk_passes
     assert work.seconds < LONG_RUN_S < every.seconds and every.most_chunk_passes is None
     assert long_run_note(nine, work) is None
@@ -335,7 +337,7 @@ def test_a_long_uneven_run_is_announced_with_its_events_and_time_before_it_start
     assert long_run_note(shipped, run_work(shipped)) is None
     monkeypatch.setattr(run_plan, "LONG_RUN_S", 0.0)
     note = long_run_note(nine, work)
-    assert note is not None and "million events; up to 2.4 million where a drift fold's checks refuse" in note
+    assert note is not None and "million events; up to 1.8 million where a drift fold's checks refuse" in note
     assert "6 wafers of 171, 3 of 170" in note
     assert "simulation.fold_wafers: true folds the wafers and gives the same step" in note
 

@@ -44,7 +44,8 @@ def test_the_wafers_below_a_node_that_is_down_are_cut_off_and_the_batch_goes_to_
     assert reachable_wafers(s) == [0, 1, 2, 3, *range(8, 16)]
     assert shard_samples(s) == [4, 4, 4, 4, 0, 0, 0, 0, *[4] * 8]
     uneven = wss.load_scenario(_down(_cluster(50), "swarmx.l2.n0", "swarmx.l2.n3"))
-    assert shard_samples(uneven) == [0] * 4 + [7] * 2 + [6] * 6 + [0] * 4  # 50 over 8: two of 7, six of 6
+    # 50 over 8: two of 7, six of 6, the larger shares spread over the tree (one under each live leaf node)
+    assert shard_samples(uneven) == [0] * 4 + [7, 6, 6, 6] + [7, 6, 6, 6] + [0] * 4
 
 
 def test_a_node_down_gives_the_step_of_the_whole_cluster_on_the_larger_shards():

@@ -20,8 +20,8 @@ from core_helpers import SCENARIOS, dense_model, scenario_dict
 
 from wss import load_scenario, simulate
 from wss.cli import main
-from wss.model.plan.micro_batching import wafer_samples
 from wss.model.result.results import BREAKDOWN_CATEGORIES, Result
+from wss.model.scenario.shards import placed_split
 from wss.model.sim.unfolded import UnfoldedCluster
 from wss.model.simulate import simulate_detailed
 
@@ -144,7 +144,7 @@ def test_auto_unfolds_uneven_shards_and_the_busiest_wafer_paces():
     assert folded.wafer_folding.folded and "busiest" in folded.wafer_folding.reason
     assert _close(auto.step_time_s, folded.step_time_s, folded.step_time_s)
     assert auto.wafers is not None
-    assert [w.samples for w in auto.wafers] == wafer_samples(253, 4) == [64, 63, 63, 63]
+    assert [w.samples for w in auto.wafers] == placed_split(253, 4, 4) == [64, 63, 63, 63]
     assert auto.wafers[1].micro_batches == [8] * 7 + [7]
     busiest, other = auto.wafers[0], auto.wafers[1]
     assert other.compute_s < busiest.compute_s and other.idle_s > busiest.idle_s

@@ -13,7 +13,7 @@ import json
 
 import pytest
 import simpy
-from core_helpers import SCENARIOS, deep_merge, dense_model, ideal_hardware, scenario_dict
+from core_helpers import SCENARIOS, deep_merge, dense_model, ideal_hardware, larger_shards_first, scenario_dict
 
 import wss
 from wss.model.components.links import Chunk
@@ -170,7 +170,8 @@ def test_a_subtree_of_one_wafer_is_stood_for_by_one_of_many_alike():
     samples.  A node's alike children time as one, so wafer 24 is stood for by wafer 20; and the nodes above the
     busiest wafers stand for each other whatever lighter wafers hang beside them, so the run simulates 2 wafers
     (3 when a node was classed by all its children, 4 when by their counts too), with every number of the Result
-    equal to every wafer apart, drift folds and all."""
+    equal to every wafer apart, drift folds and all.  (The larger shards on the first wafers, the layout this was
+    written on: ``larger_shards_first``.)"""
     import json
 
     from core_helpers import result_numbers
@@ -178,9 +179,10 @@ def test_a_subtree_of_one_wafer_is_stood_for_by_one_of_many_alike():
     over = {"hardware.wafers": 25, "training.steps": 1,
             "hardware.activation_store.bandwidth_Bps": None}  # the store its figures were found with
     path = SCENARIOS / "cerebras_gpt_13b.yaml"
-    classes, cc = simulate_detailed(wss.load_scenario(path, overrides=over), record=False)
-    apart, ac = simulate_detailed(wss.load_scenario(path, overrides={**over, "simulation.wafer_classes": False}),
-                                  record=False)
+    with larger_shards_first():
+        classes, cc = simulate_detailed(wss.load_scenario(path, overrides=over), record=False)
+        apart, ac = simulate_detailed(wss.load_scenario(path, overrides={**over, "simulation.wafer_classes": False}),
+                                      record=False)
     assert cc.stand_in[24] == 20 and sum(1 for w, s in enumerate(cc.stand_in) if s == w) == 2
     assert cc.folding.drift is not None and cc.folding.drift.delays
     simulated = (".sim_events", ".cluster.", ".records[")

@@ -54,8 +54,9 @@ class NumericsSpec:
     global_batch
         Samples per step over the whole cluster.
     wafers
-        Data-parallel replicas; the global batch is split in ``np.array_split``
-        order, so shards may differ by one sample.
+        Data-parallel replicas; the global batch is split in consecutive shards that
+        may differ by one sample, the larger ones spread over the tree as the timing
+        places them (:func:`wss.model.scenario.shards.placed_split`).
     steps
         Optimizer steps.
     micro_batches

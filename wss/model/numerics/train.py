@@ -4,8 +4,11 @@ One step:
 
 1. MemoryX streams the fp32 master weights, cast to ``stream_dtype``; SwarmX
    broadcasts the same stream to every wafer.
-2. The step's global batch is split into one shard per wafer in
-   ``np.array_split`` order; each wafer runs forward and backward on its shard
+2. The step's global batch is split into one shard per wafer, consecutive
+   samples, each wafer taking the share the timing gives it
+   (:func:`~wss.model.scenario.shards.placed_split`: where the batch does not
+   divide, the larger shares spread over the tree); each wafer runs forward
+   and backward on its shard
    with the :mod:`wss.model.kernels.gemm` fast path, micro-batch by micro-batch,
    accumulating gradients.  The loss is the mean softmax cross-entropy over
    the *global* batch, so a wafer's gradient is its shard's summed gradient
@@ -32,6 +35,7 @@ from wss.model.numerics.optimizers import make_optimizer
 from wss.model.numerics.precision import as_streamed
 from wss.model.numerics.spec import NumericsOutcome, NumericsSpec
 from wss.model.numerics.swarmx import tree_reduce
+from wss.model.scenario.shards import placed_split
 
 __all__ = ["train", "wafer_step", "evaluate", "initial_weights"]
 
@@ -106,11 +110,13 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
         x, labels = task.batch(spec.seed, STREAM_TRAIN, step, spec.global_batch)
         # The batch splits over the wafers the tree reaches; a wafer cut off has no result, and the tree's
         # sums skip it (its node adds the children it has).
-        live = [w for w in range(spec.wafers) if w not in spec.cut_off]
-        shards = zip(np.array_split(x, len(live), axis=1), np.array_split(labels, len(live)), strict=True)
         results: list = [None] * spec.wafers
-        for w, (xs, ys) in zip(live, shards):
-            results[w] = wafer_step(streamed, xs, ys, spec.global_batch, spec.micro_batches, spec.activation)
+        start = 0
+        for w, n in enumerate(placed_split(spec.global_batch, spec.wafers, spec.fan_out, spec.cut_off)):
+            if w not in spec.cut_off:
+                results[w] = wafer_step(streamed, x[:, start:start + n], labels[start:start + n], spec.global_batch,
+                                        spec.micro_batches, spec.activation)
+            start += n
         loss_sum = tree_reduce([r and r.loss_sum for r in results], spec.fan_out)
         n_correct = tree_reduce([r and r.n_correct for r in results], spec.fan_out)
         losses.append(loss_sum / spec.global_batch)

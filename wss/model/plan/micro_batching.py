@@ -17,8 +17,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from wss.model.plan.activation_sram import ActivationPeak, activation_bytes_per_element, activation_peak
 from wss.model.plan.formats import WeightStream
 from wss.model.plan.problems import fmt_bytes, infeasible
@@ -30,7 +28,6 @@ __all__ = [
     "FOLDED_PREFIX",
     "Candidate",
     "MicroBatching",
-    "wafer_samples",
     "retained_weight_bytes",
     "plan_micro_batching",
     "micro_batch_candidates",
@@ -89,11 +86,6 @@ class MicroBatching:
     def token_counts(self) -> list[int]:
         """The distinct token counts of the micro-batches, ascending."""
         return sorted({m * self.tokens_per_sample for m in self.micro_batches})
-
-
-def wafer_samples(global_batch: int, wafers: int) -> list[int]:
-    """Samples on each wafer: the global batch split as evenly as possible, the larger shares first."""
-    return [len(a) for a in np.array_split(np.arange(global_batch), wafers)]
 
 
 def retained_weight_bytes(scenario: Scenario, kernels: list[StreamedKernel], streams: list[WeightStream]) -> float:
