@@ -83,6 +83,16 @@ if TYPE_CHECKING:
 __all__ = ["DriftWorld", "Delay", "drift_world", "drifting_wafers", "less_work", "paused_clock", "waited_for"]
 
 
+def _count(counts: dict[int, int], key: int, by: int) -> None:
+    """Add ``by`` to ``counts[key]``, leaving no zero behind: :meth:`DriftWorld._try_pause` scans what is left on
+    every chunk that crosses into a drifting world, so only the passes with chunks still on their way stay."""
+    n = counts.get(key, 0) + by
+    if n:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
 def _world_now(env: Any) -> float:
     """``now`` once the pacing world has paused: each world's clock (simulated time less its pauses so far), read by
     the world of the process asking (the pacing world's where no process asks).
@@ -303,7 +313,7 @@ class DriftWorld:
 
         def counted_put(item: Chunk) -> simpy.Event:
             if item.kind == "weights":
-                upcoming[item.pass_index] = upcoming.get(item.pass_index, 0) + 1
+                _count(upcoming, item.pass_index, 1)
             return put(item)
 
         return counted_put
@@ -691,7 +701,7 @@ class _Outgoing:
     def put(self, item: Chunk) -> simpy.Event:
         drift, env = self.drift, self.drift._env
         assert env is not None
-        drift._upcoming[item.pass_index] -= drift.sizes[self.world]  # one chunk from each of its wafers
+        _count(drift._upcoming, item.pass_index, -drift.sizes[self.world])  # one chunk from each of its wafers
         drift._try_pause()
         lag, ahead = drift.lag(item.pass_index, self.world), drift.ahead(self.world)
         item.ready_at -= lag
@@ -712,10 +722,10 @@ class _Outgoing:
                 raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} from drifting wafers completed its "
                                         "reduction before the pause of its pass's fold point", "")
         else:
-            drift._held[item.pass_index] = drift._held.get(item.pass_index, 0) + 1
+            _count(drift._held, item.pass_index, 1)
 
             def let_go(_e: simpy.Event) -> None:
-                drift._held[item.pass_index] -= 1
+                _count(drift._held, item.pass_index, -1)
                 late = drift.ahead(self.world) - lag  # the drifting world should have heard it this much earlier
                 if late > REL_TOL * max(lag, 1e-300) and self.link.inbox.items:
                     raise LayerFoldMismatch(f"a gradient of pass {item.pass_index} was let go {late:.3g} s late on "
