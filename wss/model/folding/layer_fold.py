@@ -115,15 +115,18 @@ class LayerFoldMismatch(FoldMismatch):
     simulated or over the copies (:mod:`wss.model.folding.drift`): a longer stretch may see them back in step with
     the largest, where an ordinary fold holds (the ladder tries one).  ``fills``: the queued counts that differed
     only rose from one block's start to the next (:func:`_fills`): in the forward passes of a first step, buffers
-    filling (block inputs leaving for a store slower than the wafer makes them), which stop rising once full."""
+    filling (block inputs leaving for a store slower than the wafer makes them), which stop rising once full.
+    ``queued``: the blocks differed in what was queued at their starts (not in their lengths or what they spent),
+    the way a stream's start settles."""
 
     def __init__(self, message: str, direction: str, micro_batch: int | None = None, settled_late: bool = False,
-                 step: int | None = None, drains_in: int | None = None, settles: bool = False, fills: bool = False):
+                 step: int | None = None, drains_in: int | None = None, settles: bool = False, fills: bool = False,
+                 queued: bool = False):
         # All in args: SimPy re-raises a process's exception.
-        super().__init__(message, direction, micro_batch, settled_late, step, drains_in, settles, fills)
+        super().__init__(message, direction, micro_batch, settled_late, step, drains_in, settles, fills, queued)
         self.message, self.direction, self.micro_batch = message, direction, micro_batch
         self.settled_late, self.step, self.drains_in, self.settles = settled_late, step, drains_in, settles
-        self.fills = fills
+        self.fills, self.queued = fills, queued
 
     def __str__(self) -> str:
         return self.message
@@ -224,7 +227,7 @@ def check_point(fp: FoldPoint, snapshots: Mapping[int, Snapshot],
             raise LayerFoldMismatch(f"{where}: queues differ at the starts of two blocks "
                                     f"({state_differences(x.state, y.state, p_bc)})", fp.direction, fp.micro_batch,
                                     settled_late=late, step=fp.step, drains_in=_drains_in(sa, sb),
-                                    fills=_fills(x, y))
+                                    fills=_fills(x, y), queued=True)
     if not close(p_ab, p_bc):
         raise LayerFoldMismatch(f"{where}: one block took {p_ab!r} s, the next {p_bc!r} s", fp.direction,
                                 fp.micro_batch, step=fp.step)
