@@ -106,3 +106,37 @@ def test_spread_shards_drift_fold_to_every_block_simulated(batch: int, worlds: i
     got, want = _numbers(folded), _numbers(full)
     assert got.keys() == want.keys() and len(want) > 100
     assert {k: (got[k], v) for k, v in want.items() if abs(got[k] - v) > REL * max(abs(v), 1e-12)} == {}
+
+
+def _simulated(shards: list[int], fan_out: int) -> int:
+    """Wafers an unfolded run of these shards simulates, by the tree's classes, the lighter wafers standing beside
+    the busiest (one micro-batch: every lighter wafer has less work in it)."""
+    import math
+
+    from wss.model.scenario.fold_rules import stand_ins
+
+    wafers, busiest = len(shards), max(shards)
+    depth = max(1, math.ceil(math.log(wafers) / math.log(fan_out) - 1e-12))
+    nodes = [max(1, math.ceil(wafers / fan_out ** (depth - level + 1))) for level in range(1, depth + 1)]
+    lighter = [w for w, n in enumerate(shards) if n < busiest]
+    leaves = stand_ins(nodes, wafers, fan_out, shards, drifting=lighter)[-1]
+    return sum(1 for w, s in enumerate(leaves) if s == w)
+
+
+def test_spread_shards_never_leave_more_kinds_of_wafer_than_the_first_wafers_did() -> None:
+    """Over every wafer count to 70 (fan-out 4, the presets') and to 40 (fan-out 2), and every number of larger
+    shards: spread, the run
+    simulates at most as many wafers as with the larger shards on the first wafers, and 2 wherever there are at
+    least as many larger shards as leaf nodes (the lighter wafers beside busier ones under the leaf nodes alone)."""
+    fewer = 0
+    for fan_out, most in ((4, 70), (2, 40)):
+        for wafers in range(fan_out + 1, most + 1):
+            leaf_nodes = -(-wafers // fan_out)
+            for extra in range(1, wafers):
+                spread = _simulated(placed_split(wafers + extra, wafers, fan_out), fan_out)
+                first = _simulated([2] * extra + [1] * (wafers - extra), fan_out)
+                assert spread <= first, (fan_out, wafers, extra)
+                if extra >= leaf_nodes:
+                    assert spread == 2, (fan_out, wafers, extra)
+                fewer += spread < first
+    assert fewer > 2000
