@@ -111,13 +111,11 @@ def test_spread_shards_drift_fold_to_every_block_simulated(batch: int, worlds: i
 def _simulated(shards: list[int], fan_out: int) -> int:
     """Wafers an unfolded run of these shards simulates, by the tree's classes, the lighter wafers standing beside
     the busiest (one micro-batch: every lighter wafer has less work in it)."""
-    import math
-
     from wss.model.scenario.fold_rules import stand_ins
+    from wss.model.scenario.hardware import SwarmXConfig
 
     wafers, busiest = len(shards), max(shards)
-    depth = max(1, math.ceil(math.log(wafers) / math.log(fan_out) - 1e-12))
-    nodes = [max(1, math.ceil(wafers / fan_out ** (depth - level + 1))) for level in range(1, depth + 1)]
+    nodes = SwarmXConfig.model_construct(fan_out=fan_out).nodes_per_level(wafers)  # the tree's one definition
     lighter = [w for w, n in enumerate(shards) if n < busiest]
     leaves = stand_ins(nodes, wafers, fan_out, shards, drifting=lighter)[-1]
     return sum(1 for w, s in enumerate(leaves) if s == w)

@@ -130,10 +130,10 @@ def _settled_longer(s: Scenario, p: Plan, exc: LayerFoldMismatch) -> Plan | None
     from the fifth, where they folded in the backward passes only before: 9 wafers 42,036 events instead of
     97,092).  The tries stop where the stretch would simulate more than half the run (:func:`_affordable`)."""
     folded = fold_decision(s)[0]
-    filling = folded and exc.queued and exc.direction == "forward" and not exc.step
-    if not p.layer_runs or (folded and not exc.settled_late and not filling):
+    settling = folded and exc.queued and exc.direction == "forward" and not exc.step
+    if not p.layer_runs or (folded and not exc.settled_late and not settling):
         return None
-    as_apart = not folded or filling
+    as_apart = not folded or settling
     runs = tuple(_stretched(r, exc.direction if as_apart else "", exc.settled_late, p.simulated_steps == 1)
                  for r in p.layer_runs)
     runs = tuple(q if _affordable(q, not as_apart) else r for q, r in zip(runs, p.layer_runs))

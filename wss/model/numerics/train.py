@@ -103,6 +103,7 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
     )
     states = [optimizer.init_state(w.nnz) for w in structure]
     losses, accuracies = [], []
+    shards = placed_split(spec.global_batch, spec.wafers, spec.fan_out, spec.cut_off)  # each wafer's samples
     for step in range(spec.steps):
         streamed = tuple(
             as_streamed(w.with_values(v), spec.stream_dtype) for w, v in zip(structure, masters, strict=True)
@@ -112,7 +113,7 @@ def _train(spec: NumericsSpec) -> NumericsOutcome:
         # sums skip it (its node adds the children it has).
         results: list = [None] * spec.wafers
         start = 0
-        for w, n in enumerate(placed_split(spec.global_batch, spec.wafers, spec.fan_out, spec.cut_off)):
+        for w, n in enumerate(shards):
             if w not in spec.cut_off:
                 results[w] = wafer_step(streamed, x[:, start:start + n], labels[start:start + n], spec.global_batch,
                                         spec.micro_batches, spec.activation)

@@ -59,8 +59,8 @@ def spread_order(wafers: int, fan_out: int) -> list[int]:
 def placed_split(samples: int, wafers: int, fan_out: int, cut_off: Collection[int] = ()) -> list[int]:
     """Each wafer's samples: ``samples`` over the wafers not ``cut_off``, the larger shares in
     :func:`spread_order`; 0 for a wafer cut off."""
-    out = [0] * wafers
-    live = [w for w in spread_order(wafers, fan_out) if w not in set(cut_off)]
+    out, cut = [0] * wafers, set(cut_off)
+    live = [w for w in spread_order(wafers, fan_out) if w not in cut]
     for w, n in zip(live, even_split(samples, len(live))):
         out[w] = n
     return out
