@@ -244,10 +244,13 @@ def _one(case: Case) -> Scenario:
 
 
 def row_label(case: Case) -> str:
-    """``measured_m14_bert_base_sst2_b1k`` -> ``M14 b1k``; ``measured_m8_gptj_...`` -> ``M8``."""
+    """``measured_m14_bert_base_sst2_b1k`` -> ``M14 b1k``; ``measured_m8_gptj_...`` -> ``M8``; a run the
+    measurement table does not number, ``measured_fc_mnist_floor_cs2`` -> ``FC-MNIST-FLOOR``."""
     m = re.match(r"measured_(m\d+)_", case.name)
     batch = re.search(r"_(b\d+k?)$", case.name)
-    return (m.group(1).upper() if m else case.name) + (f" {batch.group(1)}" if batch else "")
+    if m is None:
+        return "-".join(case.name.split("_")[1:-1]).upper()
+    return m.group(1).upper() + (f" {batch.group(1)}" if batch else "")
 
 
 def throughput(scenario: Scenario, analytic: bool) -> float:
@@ -560,7 +563,7 @@ def _calibration_rows(cases: list[Case], on: str) -> list[Case] | None:
 
 def _row_order(case: Case) -> tuple[int, str]:
     m = re.match(r"measured_m(\d+)_", case.name)
-    return (int(m.group(1)) if m else 0, case.name)
+    return (int(m.group(1)) if m else 10**6, case.name)
 
 
 def record(values: dict[str, float], before: dict[str, float], gs: Sequence[Group],

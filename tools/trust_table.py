@@ -15,6 +15,7 @@ ran on) is an *extrapolation*, and says so.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -187,14 +188,18 @@ def frame(rows: Sequence[str], regimes: Sequence[dict[str, Any]], scenarios: Seq
 
 
 def _label(name: str) -> str:
+    """``measured_m14_bert_base_sst2_b1k`` -> ``M14 b1k``; a run the measurement table does not number
+    (``measured_fc_mnist_floor_cs2``) -> its name between ``measured_`` and the system (``FC-MNIST-FLOOR``)."""
     parts = name.split("_")
-    label = parts[1].upper()
-    return label + (f" {parts[-1]}" if parts[1] in ("m14", "m15") else "")
+    if not re.fullmatch(r"m\d+", parts[1]):
+        return "-".join(parts[1:-1]).upper()
+    return parts[1].upper() + (f" {parts[-1]}" if parts[1] in ("m14", "m15") else "")
 
 
 def _row_key(name: str) -> tuple[int, str]:
+    """Numbered rows in their order, then the others (the runs the measurement table does not number)."""
     digits = name.split("_")[1][1:]
-    return (int(digits) if digits.isdigit() else 0, name)
+    return (int(digits) if digits.isdigit() else 10**6, name)
 
 
 def main() -> int:
