@@ -23,7 +23,11 @@ under ``auto``, which runs such a count apart for every wafer's own idle time.
 
 Run: ``python benchmarks/bench_cluster_sizes.py [--repeats N] [--counts 8,9,16,17] [--models gpt3_175b]
 [--study simulate|step]``.
-The full sweep is about 130 simulations per repeat: minutes on one free core.
+The full sweep is about 130 simulations per repeat: minutes on one free core.  Quote ``--repeats 5``: a
+power-of-two count's run takes 0.1 to 0.3 s, so one pair swings with the machine's load.  On the two-core
+development machine one pair each put ten GPT-3 175B counts over 3x; five pairs each (about 9 minutes for GPT-3,
+3 for Cerebras-GPT 13B), two: 51 wafers (4.1x; 3.7x in events) and 59 (3.0x; 3.4x in events), where fewer
+larger shards than leaf nodes leave a lighter kind of wafer at more levels of the tree (docs/unfolded.md).
 """
 
 from __future__ import annotations
