@@ -21,9 +21,9 @@ For each it reports wall time, simulated events, events per second and, as in be
 that rate against a bare SimPy store-and-forward loop timed in the same run.  The targets: a straggler,
 a slow edge and a node down at most 3x the uniform (folded) run, and any unfolded run at most 10x.
 
-The cases run in rounds: each round times every case once, in turn, and each case's ratio is taken to
-the folded run of its own round.  A machine whose speed drifts (a shared one swings 2x within minutes)
-then moves both sides of a ratio alike; the table gives the median wall time and the median of the
+The cases run in rounds: each round times every case once, in turn, each right after a folded run of its
+own, and each case's ratio is taken to that folded run.  A machine whose speed drifts (a shared one swings 2x
+within minutes) then moves both sides of a ratio alike; the table gives the median wall time and the median of the
 per-round ratios over ``--repeats`` rounds (after one warm-up round when there are several).  Each run
 starts from a collected heap.  Both fold runs of identical blocks where the blocks repeat
 (``wss/model/folding/layer_fold.py``); the folded run is also timed with every block simulated
@@ -70,20 +70,24 @@ def _once(scenario: wss.Scenario, fold_layers: bool) -> tuple[float, wss.Result]
 def _rounds(cases: list[tuple[str, wss.Scenario]], repeats: int
             ) -> tuple[dict[str, float], dict[str, float], dict[str, wss.Result]]:
     """Time every case once per round, ``repeats`` rounds (plus a warm-up round when repeating: imports,
-    caches); return each case's median wall time, the median of its per-round ratio to the round's folded run,
-    and its Result."""
+    caches), each case right after a folded run of its own; return each case's median wall time, the median of
+    its ratio to that folded run, and its Result.  A shared machine's speed drifts within a round's seconds, so
+    a case is set against the folded run just before it, not against one timed at the round's start."""
     walls: dict[str, list[float]] = {label: [] for label, _ in cases}
     ratios: dict[str, list[float]] = {label: [] for label, _ in cases}
     results: dict[str, wss.Result] = {}
+    folded = dict(cases)["folded"]
     for r in range(repeats + (1 if repeats > 1 else 0)):
-        this: dict[str, float] = {}
+        this: dict[str, tuple[float, float]] = {}
         for label, scenario in cases:
-            this[label], results[label] = _once(scenario, label != "folded, every block")
+            base = _once(folded, True)[0] if label != "folded" else None
+            wall, results[label] = _once(scenario, label != "folded, every block")
+            this[label] = (wall, wall / base if base is not None else 1.0)
         if repeats > 1 and r == 0:
             continue
-        for label in this:
-            walls[label].append(this[label])
-            ratios[label].append(this[label] / this["folded"])
+        for label, (wall, ratio) in this.items():
+            walls[label].append(wall)
+            ratios[label].append(ratio)
     return ({k: statistics.median(v) for k, v in walls.items()},
             {k: statistics.median(v) for k, v in ratios.items()}, results)
 
