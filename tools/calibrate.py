@@ -110,6 +110,7 @@ KNOWN = {
     "hardware.runtime.micro_batch_overhead_s": Parameter("hardware.runtime.micro_batch_overhead_s", "log"),
     "hardware.runtime.kernel_switch_s": Parameter("hardware.runtime.kernel_switch_s", "log"),
     "hardware.runtime.kernel_pass_min_s": Parameter("hardware.runtime.kernel_pass_min_s", "log"),
+    "hardware.runtime.update_overhead_s": Parameter("hardware.runtime.update_overhead_s", "log"),
     "hardware.runtime.compute_efficiency": Parameter("hardware.runtime.compute_efficiency", "logit"),
     "hardware.wafer.kernel_efficiency": Parameter("hardware.wafer.kernel_efficiency", "logit"),
     "hardware.wafer.nonweight_efficiency": Parameter("hardware.wafer.nonweight_efficiency", "logit"),

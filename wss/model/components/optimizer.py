@@ -16,7 +16,8 @@ longest: its DRAM bytes through the DRAM it shares with the weight stream and
 the gradient intake (:class:`~wss.model.components.dram.SharedDram`); its
 flash-resident state read over the flash channel (contending with weight
 prefetch) and then written back at the flash write rate; and its FLOPs at the
-coprocessor's rate.
+coprocessor's rate.  An update then takes the runtime's fixed time per update
+(``RuntimeConfig.update_overhead_s``, 0 unless set) before the next job starts.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class OptimizerSettings:
     cost: OptimizerCost
     incoming_bytes_per_param: float  # the summed gradient's wire precision, read back from DRAM by every job
     name: str = "memoryx.optimizer"
+    #: Seconds each kernel's update takes after its work (``RuntimeConfig.update_overhead_s``).
+    update_overhead_s: float = 0.0
 
 
 @dataclass(eq=False)
@@ -171,6 +174,8 @@ class OptimizerCoprocessor:
             if t.flash_read_bytes + t.flash_write_bytes > 0:
                 work.append(env.process(self._flash(t)))
             yield env.all_of(work)
+            if job.kind == "update" and self.settings.update_overhead_s:
+                yield env.timeout(self.settings.update_overhead_s)  # the update's fixed time, after its work
             job.end = env.now
             self.current = None
             self.busy_s += job.end - job.start

@@ -371,6 +371,15 @@ class RuntimeConfig(Frozen):
         0.0, description="Wafer time at the start of every micro-batch (runtime synchronisation), seconds.",
         within=OVERHEAD,
     )
+    update_overhead_s: Real = bounded(
+        0.0,
+        within=OVERHEAD,
+        description="MemoryX time per kernel update, once a step, after the update's own work, seconds: the "
+        "optimizer's updates run one at a time, so a step of many kernels and little work waits for their sum "
+        "(the next step's first passes need their kernels updated), while longer backward passes hide it. "
+        "Gradient accumulation and the global norm's jobs do not pay it. Serialised only when set, so scenarios "
+        "without it keep their hash.",
+    )
     step_overhead_s: Real = bounded(
         0.0,
         within=OVERHEAD,
@@ -383,13 +392,15 @@ class RuntimeConfig(Frozen):
         data = handler(self)
         if not self.kernel_pass_min_s:
             data.pop("kernel_pass_min_s", None)
+        if not self.update_overhead_s:
+            data.pop("update_overhead_s", None)
         return data
 
     @property
     def is_ideal(self) -> bool:
         """No fixed cost at all."""
         return not (self.kernel_switch_s or self.kernel_pass_min_s or self.micro_batch_overhead_s
-                    or self.step_overhead_s)
+                    or self.step_overhead_s or self.update_overhead_s)
 
 
 class ActivationStoreConfig(Frozen):

@@ -226,6 +226,7 @@ def optimizer_settings(plan: Plan) -> OptimizerSettings:
         flops_per_s=rates.optimizer_flops,
         cost=plan.optimizer,
         incoming_bytes_per_param=float(PRECISION_BYTES[plan.scenario.training.gradient_precision]),
+        update_overhead_s=plan.scenario.hardware.runtime.update_overhead_s,
     )
 
 

@@ -55,7 +55,8 @@ class StepModel:
         self.offload_bytes_per_token = offload_bytes_per_token(scenario, self.ops)
         self.jobs = Jobs(self.kernels, optimizer, self.path,
                          float(PRECISION_BYTES[scenario.training.gradient_precision]),
-                         clipped=scenario.training.gradient_clipping == "global_norm")
+                         clipped=scenario.training.gradient_clipping == "global_norm",
+                         update_overhead_s=scenario.hardware.runtime.update_overhead_s)
         self._forward_starts: dict[tuple[bool, int], tuple[np.ndarray, np.ndarray]] = {}
         self._send_waits: dict[int, float] = {}
         self._inputs: Inputs | None = None

@@ -31,8 +31,9 @@ class Jobs:
     """Every kernel's optimizer jobs, priced once per kind and per class of kernels with equal state."""
 
     def __init__(self, kernels: Sequence[KernelPlan], optimizer: OptimizerCost, path: Path, incoming_bytes: float,
-                 clipped: bool = False):
+                 clipped: bool = False, update_overhead_s: float = 0.0):
         self.kernels = kernels
+        self.update_overhead_s = update_overhead_s  # each update's fixed time after its work (RuntimeConfig)
         self.optimizer = optimizer
         self.path = path
         self.incoming = incoming_bytes  # gradient bytes per parameter
@@ -59,7 +60,10 @@ class Jobs:
         t = job_traffic(self.optimizer, kind, nnz, tiers, first=first, accumulated=accumulated,
                         incoming_bytes=nnz * self.incoming, clipped=self.clipped)
         p = self.path
-        return job_seconds(t, p.dram_Bps, p.flash_read_Bps, p.flash_write_Bps, p.opt_flops)
+        seconds, channel = job_seconds(t, p.dram_Bps, p.flash_read_Bps, p.flash_write_Bps, p.opt_flops)
+        if kind == "update":  # the runtime's fixed time per update, after its work (the simulator's coprocessor)
+            seconds += self.update_overhead_s
+        return seconds, channel
 
     def services(self, kind: str, micro_batch: int, micro_batches: int) -> tuple[np.ndarray, np.ndarray]:
         """Per kernel: (service, flash seconds) of its job of ``kind`` (a tied kernel's update accumulates into its
