@@ -26,7 +26,8 @@ scan of such a cost is a loop over ``--hold`` values, each fitting the rest::
     for v in 0 3e-4 8e-4; do python tools/calibrate.py --hold hardware.runtime.kernel_switch_s=$v; done
 
 ``--start KEY=VALUE`` (repeatable) starts the search of a fitted parameter there instead of at its shipped value:
-with a scan's best value, the fit can then move such a cost both ways.  A cost or bandwidth that ships at zero or
+with a scan's best value, the fit can then move such a cost both ways (``--write`` takes it for a cost that ships
+at zero, the first refit that moves it, and records where it started).  A cost or bandwidth that ships at zero or
 unset in every row it would fit (``kernel_switch_s``; an activation store's ``bandwidth_Bps`` where the rows' store
 is unlimited) is fitted only from a ``--start``.  ``--no-loo`` skips the leave-one-out
 refits (most of a fit's time) for a quick look at a hypothesis; the refit always makes them.
@@ -568,12 +569,14 @@ def _row_order(case: Case) -> tuple[int, str]:
 
 
 def record(values: dict[str, float], before: dict[str, float], gs: Sequence[Group],
-           loo: dict[str, tuple[float, bool]]) -> dict[str, object]:
-    """The refit as data (docs/calibration.json): each value before and after, the rows that set it, and each
-    calibrated row's leave-one-out error; tools/trust_table.py reads the last."""
+           loo: dict[str, tuple[float, bool]], start: dict[str, float] | None = None) -> dict[str, object]:
+    """The refit as data (docs/calibration.json): each value before and after (and where its search started, for a
+    cost that shipped at zero), the rows that set it, and each calibrated row's leave-one-out error;
+    tools/trust_table.py reads the last."""
+    started = {k: {"started_at": v} for k, v in (start or {}).items()}
     return {
         "generated_by": "python tools/calibrate.py --write (through python tools/refit.py)",
-        "parameters": {k: {"before": before[k], "after": values[k],
+        "parameters": {k: {"before": before[k], **started.get(k, {}), "after": values[k],
                            "rows": [row_label(c) for g in gs if any(p.key == k for p in g.params) for c in g.rows
                                     if _for_case({k: 1.0}, _one(c))]}
                        for k in values},
@@ -620,7 +623,7 @@ def _fit_and_write(args: argparse.Namespace, keys: list[str], calibration: list[
         except ValueError as exc:
             print(f"error: --write: {exc}", file=sys.stderr)
             return 2
-        RECORD.write_text(json.dumps(record(values, before, gs, loo), indent=2) + "\n")
+        RECORD.write_text(json.dumps(record(values, before, gs, loo, start), indent=2) + "\n")
         for line in [*lines, str(RECORD.relative_to(ROOT))]:
             print(f"wrote {line}")
     return values, loo
@@ -638,10 +641,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"error: --params: unknown {', '.join(unknown)}; known: {', '.join(KNOWN)}", file=sys.stderr)
         return 2
-    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold or args.start
-                       or args.no_loo):
+    if args.write and (args.at or args.on or args.params != ",".join(DEFAULT) or args.hold or args.no_loo):
         print("error: --write is the refit: the default parameters on the rows marked 'calibrated on', with their "
-              "leave-one-out errors (no --at, --on, --params, --hold, --start or --no-loo)", file=sys.stderr)
+              "leave-one-out errors (no --at, --on, --params, --hold or --no-loo)", file=sys.stderr)
         return 2
     fitted_keys = [] if args.at else keys
     held = _key_values("--hold", args.hold, fitted_keys, want_fitted=False)
@@ -651,6 +653,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 2
     assert isinstance(held, dict) and isinstance(start, dict)
+    shipped = [k for k in start if any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)]
+    if args.write and shipped:
+        print(f"error: --write takes --start only for a cost that ships at zero (its search could not leave zero), "
+              f"and {', '.join(shipped)} does not: the refit starts from the shipped values", file=sys.stderr)
+        return 2
     unset = [k for k in fitted_keys if k not in start and KNOWN[_split(k)[0]].scale == "log"
              and not any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)]
     if unset and not args.at:

@@ -194,7 +194,7 @@ def test_a_held_value_that_cannot_be_taken_is_refused(calibrate, capsys, pair, s
 @pytest.mark.parametrize("argv, says", [
     (["--start", "hardware.runtime.kernel_switch_s=5e-4"], "not in --params"),
     (["--start", "hardware.runtime.step_overhead_s"], "expected KEY=VALUE"),
-    (["--write", "--start", "hardware.runtime.step_overhead_s=0.01"], "--start"),
+    (["--write", "--start", "hardware.runtime.step_overhead_s=0.01"], "ships at zero"),
     (["--write", "--no-loo"], "--no-loo"),
 ])
 def test_a_start_that_cannot_be_taken_is_refused(calibrate, capsys, argv, says):
