@@ -653,13 +653,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 2
     assert isinstance(held, dict) and isinstance(start, dict)
-    shipped = [k for k in start if any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)]
+    def ships(k: str) -> bool:  # a value other than zero (or unset) in some row the key reaches
+        return any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)
+
+    shipped = [k for k in start if ships(k)]
     if args.write and shipped:
         print(f"error: --write takes --start only for a cost that ships at zero (its search could not leave zero), "
               f"and {', '.join(shipped)} does not: the refit starts from the shipped values", file=sys.stderr)
         return 2
-    unset = [k for k in fitted_keys if k not in start and KNOWN[_split(k)[0]].scale == "log"
-             and not any(_applies(k, c) and _shipped(_one(c), k) for c in calibration)]
+    unset = [k for k in fitted_keys if k not in start and KNOWN[_split(k)[0]].scale == "log" and not ships(k)]
     if unset and not args.at:
         print(f"error: --params: {', '.join(unset)} ships unset or at zero in the rows it would fit, where a search "
               "on its log scale has no slope to follow: give where to start (--start KEY=VALUE)", file=sys.stderr)

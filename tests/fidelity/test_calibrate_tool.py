@@ -202,6 +202,15 @@ def test_a_start_that_cannot_be_taken_is_refused(calibrate, capsys, argv, says):
     assert says in capsys.readouterr().err
 
 
+def test_the_record_keeps_where_a_search_started(calibrate):
+    """The first refit of a cost that shipped at zero starts from ``--start``: its record says where, beside the value
+    before and after; the other parameters' records are as before."""
+    key, other = "hardware.runtime.update_overhead_s", "hardware.runtime.step_overhead_s"
+    rec = calibrate.record({key: 1e-3, other: 0.015}, {key: 0.0, other: 0.052}, [], {}, {key: 9e-4})
+    assert rec["parameters"][key] == {"before": 0.0, "started_at": 9e-4, "after": 1e-3, "rows": []}
+    assert rec["parameters"][other] == {"before": 0.052, "after": 0.015, "rows": []}
+
+
 def test_the_search_starts_where_start_says(calibrate, monkeypatch):
     """``--start`` reaches every group's search (a zero cost's search cannot leave zero: no slope there)."""
     seen = []
